@@ -1,0 +1,184 @@
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { createServer, type Server } from "node:http";
+import { createServer as createHttp2Server, type Http2Server } from "node:http2";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import type { DestinationStream } from "pino";
+import { Health } from "../gen/grpc/health/v1/health_pb.js";
+import { ConfigService } from "../gen/svc/v1/config_pb.js";
+import { IdentityService } from "../gen/svc/v1/identity_pb.js";
+import { SecretsService } from "../gen/svc/v1/secrets_pb.js";
+import type { AppDeps } from "./app-deps.js";
+import type { Config } from "./config.js";
+import { createMasterKeyring } from "./crypto/envelope.js";
+import { loadMasterKey } from "./crypto/master-key.js";
+import { systemRandom, type RandomSource } from "./crypto/tokens.js";
+import { systemClock, type Clock } from "./domain/clock.js";
+import { DomainError } from "./domain/errors.js";
+import { createTenancy, type InitialCredentials } from "./domain/tenancy/tenancy.js";
+import { createConfigService } from "./handlers/config-service.js";
+import { createHealthService } from "./handlers/health-service.js";
+import { createIdentityService } from "./handlers/identity-service.js";
+import { createSecretsService } from "./handlers/secrets-service.js";
+import { createAuthenticator, createAuthInterceptor } from "./interceptors/auth.js";
+import { createErrorInterceptor, type ErrorLogger } from "./interceptors/errors.js";
+import { restRoutes } from "./rest/routes.js";
+import { createRestShim } from "./rest/shim.js";
+import { createConnectUnary } from "./server/connect-unary.js";
+import { createPlatformHandler, type ExtraRoute } from "./server/http-server.js";
+import { createLogger, type Logger } from "./server/logger.js";
+import { createMetrics } from "./server/metrics.js";
+import { createRoutes, indexUnary, type ServiceEntry } from "./server/registry.js";
+import { openDatabase, type Database } from "./storage/database.js";
+import { createTenancyStore } from "./storage/tenancy-store.js";
+
+export interface AppOptions {
+  config: Config;
+  clock?: Clock;
+  random?: RandomSource;
+  /** Where logs go (stdout by default); tests capture them. */
+  logDestination?: DestinationStream;
+}
+
+export interface Listening {
+  /** Base address of the platform API, e.g. http://127.0.0.1:8080. */
+  url: string;
+  /** Address of the gRPC (h2c) listener. */
+  grpcUrl: string;
+  /** Base address of the sample plant API. */
+  sampleUrl: string;
+}
+
+export interface App {
+  readonly config: Config;
+  readonly database: Database;
+  readonly logger: Logger;
+  readonly services: readonly ServiceEntry[];
+  /** Initialises an empty store; null when it already was (nothing is printed twice). */
+  initialize(): Promise<InitialCredentials | null>;
+  tenancy: ReturnType<typeof createTenancy>;
+  listen(): Promise<Listening>;
+  /** Stops accepting connections, lets requests in flight finish, closes the database. */
+  close(): Promise<void>;
+}
+
+/** The composition root: storage, services, interceptors and servers. */
+export async function createApp(options: AppOptions): Promise<App> {
+  const { config } = options;
+  const clock = options.clock ?? systemClock;
+  const random = options.random ?? systemRandom;
+  const logger = createLogger(config.logLevel, options.logDestination);
+  const keyring = createMasterKeyring(loadMasterKey({ base64: config.masterKeyBase64, file: join(config.dataDir, "master.key") }));
+  const database = await openDatabase(config.database);
+  const closers: (() => Promise<void> | void)[] = [];
+  const deps: AppDeps = { config, database, clock, random, keyring, logger, onClose: (fn) => closers.push(fn) };
+
+  const logError: ErrorLogger = (error, context) => logger.error({ err: error, procedure: context.procedure }, "request failed");
+  const tenancyStore = createTenancyStore(database.client);
+  const authenticator = createAuthenticator({
+    store: tenancyStore,
+    clock,
+    onTouchError: (error) => logger.warn({ err: error }, "could not record key use"),
+  });
+  const tenancy = createTenancy({
+    transaction: (fn) => database.transaction((tx) => fn(createTenancyStore(tx))),
+    clock,
+    random,
+    publicUrl: config.publicUrl,
+  });
+
+  const services: ServiceEntry[] = [
+    { service: Health, impl: createHealthService({ pingDatabase: database.ping }) },
+    { service: ConfigService, impl: createConfigService(deps) },
+    { service: SecretsService, impl: createSecretsService(deps) },
+    { service: IdentityService, impl: createIdentityService(deps) },
+  ];
+  const routes = createRoutes(services, [createErrorInterceptor(logError), createAuthInterceptor(authenticator)]);
+  const unary = indexUnary(services);
+  const readMaxBytes = config.limits.configBody + 64 * 1024;
+  const adapterOptions = { routes, readMaxBytes, jsonOptions: { ignoreUnknownFields: false } } as const;
+  const metrics = createMetrics();
+  const extra: ExtraRoute[] = [
+    {
+      label: "/metrics",
+      matches: (method, path) => method === "GET" && path === "/metrics",
+      async handle(_req, res) {
+        const body = await metrics.registry.metrics();
+        res.writeHead(200, { "content-type": metrics.registry.contentType });
+        res.end(body);
+      },
+    },
+  ];
+  const platformHandler = createPlatformHandler({
+    logger,
+    metrics,
+    rest: createRestShim({ authenticator, logError, routes: restRoutes, unary, limits: config.limits }),
+    connectUnary: createConnectUnary({ authenticator, logError, unary, readMaxBytes }),
+    stock: connectNodeAdapter(adapterOptions),
+    extra,
+  });
+
+  let servers: (Server | Http2Server)[] = [];
+
+  return {
+    config,
+    database,
+    logger,
+    services,
+    tenancy,
+    async initialize() {
+      try {
+        return await tenancy.initialize();
+      } catch (error) {
+        if (error instanceof DomainError && error.reason === "already_initialized") return null;
+        throw error;
+      }
+    },
+    async listen() {
+      const http = createServer({ keepAliveTimeout: 65_000 }, platformHandler);
+      const grpc = createHttp2Server(connectNodeAdapter(adapterOptions));
+      const sample = createServer((req, res) => {
+        req.resume();
+        res.writeHead(404, { "content-type": "application/json" });
+        res.end(JSON.stringify({ error: 404, message: "the sample plant API is not available yet" }));
+      });
+      servers = [http, grpc, sample];
+      const ports = await Promise.all([
+        listenOn(http, config.port, config.host),
+        listenOn(grpc, config.grpcPort, config.host),
+        listenOn(sample, config.samplePort, config.host),
+      ]);
+      const host = config.host.includes(":") ? `[${config.host}]` : config.host;
+      return { url: `http://${host}:${ports[0]}`, grpcUrl: `http://${host}:${ports[1]}`, sampleUrl: `http://${host}:${ports[2]}` };
+    },
+    async close() {
+      await Promise.all(servers.map((server) => closeServer(server)));
+      for (const fn of closers.reverse()) await fn();
+      await database.close();
+      logger.flush();
+    },
+  };
+}
+
+function listenOn(server: Server | Http2Server, port: number, host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}
+
+function closeServer(server: Server | Http2Server): Promise<void> {
+  return new Promise((resolve) => {
+    if (!server.listening) return resolve();
+    server.close(() => resolve());
+    if ("closeIdleConnections" in server) server.closeIdleConnections();
+    // Connections still busy after the grace period are cut.
+    setTimeout(() => {
+      if ("closeAllConnections" in server) server.closeAllConnections();
+      resolve();
+    }, 10_000).unref();
+  });
+}

@@ -1,0 +1,109 @@
+import { resolve } from "node:path";
+import { DomainError } from "./domain/errors.js";
+
+/** Everything Gatehouse reads from its environment, validated once at start. */
+export interface Config {
+  /** Address the platform API listens on. */
+  host: string;
+  port: number;
+  /** Port of the sample plant API. */
+  samplePort: number;
+  /** Port of the gRPC (HTTP/2 cleartext) listener. */
+  grpcPort: number;
+  /** The platform's public base address: JWT issuer, default WebAuthn origin. */
+  publicUrl: string;
+  /** Folder holding the SQLite file and the generated master key. */
+  dataDir: string;
+  database: DatabaseConfig;
+  /** Base64 master key from GATEHOUSE_MASTER_KEY, or undefined to use the data directory's. */
+  masterKeyBase64: string | undefined;
+  logLevel: string;
+  /** Request body limits in bytes. */
+  limits: { jsonBody: number; configBody: number };
+}
+
+export type DatabaseConfig =
+  | { provider: "sqlite"; file: string }
+  | { provider: "postgresql"; url: string };
+
+type Env = Record<string, string | undefined>;
+
+/** Reads the configuration from environment variables, with embedded defaults. */
+export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config {
+  const problems: { field: string; description: string }[] = [];
+  const port = readPort(env, "PORT", 8080, problems);
+  const samplePort = readPort(env, "SAMPLE_PORT", 8081, problems);
+  const grpcPort = readPort(env, "GRPC_PORT", 8082, problems);
+  const host = env.HOST?.trim() || "127.0.0.1";
+  const dataDir = resolve(cwd, env.GATEHOUSE_DATA_DIR?.trim() || "data");
+  const publicUrl = readPublicUrl(env.PUBLIC_URL, host, port, problems);
+  const database = readDatabase(env.DATABASE_URL, dataDir, cwd, problems);
+  const masterKeyBase64 = env.GATEHOUSE_MASTER_KEY?.trim() || undefined;
+  if (masterKeyBase64 !== undefined && Buffer.from(masterKeyBase64, "base64").length !== 32) {
+    problems.push({
+      field: "GATEHOUSE_MASTER_KEY",
+      description: "must be 32 bytes, base64-encoded (e.g. `openssl rand -base64 32`)",
+    });
+  }
+  if (problems.length > 0) {
+    throw new DomainError("invalid_argument", "invalid_configuration", "invalid configuration", problems);
+  }
+  return {
+    host,
+    port,
+    samplePort,
+    grpcPort,
+    publicUrl,
+    dataDir,
+    database,
+    masterKeyBase64,
+    logLevel: env.LOG_LEVEL?.trim() || "info",
+    limits: { jsonBody: 1024 * 1024, configBody: 5 * 1024 * 1024 },
+  };
+}
+
+function readPort(env: Env, name: string, fallback: number, problems: { field: string; description: string }[]): number {
+  const raw = env[name]?.trim();
+  if (!raw) return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0 || value > 65535) {
+    problems.push({ field: name, description: `must be a port number from 0 to 65535, got "${raw}"` });
+    return fallback;
+  }
+  return value;
+}
+
+function readPublicUrl(
+  raw: string | undefined,
+  host: string,
+  port: number,
+  problems: { field: string; description: string }[],
+): string {
+  const fallback = `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
+  if (!raw?.trim()) return fallback;
+  try {
+    const url = new URL(raw.trim());
+    if (url.protocol !== "http:" && url.protocol !== "https:") throw new Error("scheme");
+    return url.origin;
+  } catch {
+    problems.push({ field: "PUBLIC_URL", description: `must be an http(s) origin such as https://auth.example.com, got "${raw}"` });
+    return fallback;
+  }
+}
+
+function readDatabase(
+  raw: string | undefined,
+  dataDir: string,
+  cwd: string,
+  problems: { field: string; description: string }[],
+): DatabaseConfig {
+  const url = raw?.trim();
+  if (!url) return { provider: "sqlite", file: resolve(dataDir, "gatehouse.db") };
+  if (url.startsWith("postgresql://") || url.startsWith("postgres://")) return { provider: "postgresql", url };
+  if (url.startsWith("file:")) return { provider: "sqlite", file: resolve(cwd, url.slice("file:".length)) };
+  problems.push({
+    field: "DATABASE_URL",
+    description: "must start with file: (SQLite) or postgresql:// (PostgreSQL)",
+  });
+  return { provider: "sqlite", file: resolve(dataDir, "gatehouse.db") };
+}

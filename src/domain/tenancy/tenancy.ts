@@ -1,0 +1,156 @@
+import { randomUUID } from "node:crypto";
+import {
+  credentialPrefixes,
+  displayPrefix,
+  hashToken,
+  newCredential,
+  newOpaqueToken,
+  type RandomSource,
+  systemRandom,
+} from "../../crypto/tokens.js";
+import type { TenancyStore, Role } from "../../storage/tenancy-store.js";
+import type { Clock } from "../clock.js";
+import { DomainError, invalidArgument } from "../errors.js";
+
+export interface TenancyDeps {
+  /** Runs fn with a store bound to one transaction. */
+  transaction<T>(fn: (store: TenancyStore) => Promise<T>): Promise<T>;
+  clock: Clock;
+  random?: RandomSource;
+  publicUrl: string;
+}
+
+/** What `gatehouse init` prints once. */
+export interface InitialCredentials {
+  organization_id: string;
+  api_key: string;
+  publishable_key: string;
+  secret_key: string;
+  dashboard_setup_url: string;
+}
+
+const setupLinkLifetimeMs = 7 * 24 * 3600 * 1000;
+const roles: readonly Role[] = ["admin", "member"];
+
+export function isRole(value: string): value is Role {
+  return (roles as readonly string[]).includes(value);
+}
+
+export function createTenancy(deps: TenancyDeps) {
+  const random = deps.random ?? systemRandom;
+
+  async function createOrganizationWith(store: TenancyStore, name: string, now: Date) {
+    const organizationId = randomUUID();
+    await store.createOrganization({ id: organizationId, name });
+    const publishableKey = newCredential(credentialPrefixes.publishableKey, random);
+    const secretKey = newCredential(credentialPrefixes.secretKey, random);
+    for (const [kind, key] of [
+      ["publishable", publishableKey],
+      ["secret", secretKey],
+    ] as const) {
+      await store.createOrganizationKey({
+        id: randomUUID(),
+        organizationId,
+        kind,
+        prefix: displayPrefix(key),
+        hash: hashToken(key),
+      });
+    }
+    const ownerId = randomUUID();
+    await store.createAccount({ id: ownerId, email: `owner+${organizationId}@setup.invalid`, displayName: "Owner", kind: "person" });
+    await store.addMembership({ organizationId, accountId: ownerId, role: "admin" });
+    const setupToken = newOpaqueToken(random);
+    await store.createSetupToken({
+      id: randomUUID(),
+      accountId: ownerId,
+      hash: hashToken(setupToken),
+      expiresAt: new Date(now.getTime() + setupLinkLifetimeMs),
+    });
+    return {
+      organizationId,
+      publishableKey,
+      secretKey,
+      dashboardSetupUrl: `${deps.publicUrl}/dashboard/setup#token=${setupToken}`,
+    };
+  }
+
+  async function createApiKeyWith(
+    store: TenancyStore,
+    input: { organizationId: string; name: string; role: Role },
+  ): Promise<{ apiKey: string; id: string; prefix: string }> {
+    // An API key acts as a service account, member of one organisation with the key's role.
+    const accountId = randomUUID();
+    await store.createAccount({
+      id: accountId,
+      email: `service+${accountId}@keys.invalid`,
+      displayName: `api key ${input.name}`,
+      kind: "service",
+    });
+    await store.addMembership({ organizationId: input.organizationId, accountId, role: input.role });
+    const apiKey = newCredential(credentialPrefixes.apiKey, random);
+    const id = randomUUID();
+    const prefix = displayPrefix(apiKey);
+    await store.createApiKey({ id, accountId, name: input.name, prefix, hash: hashToken(apiKey) });
+    return { apiKey, id, prefix };
+  }
+
+  return {
+    /**
+     * Initialises an empty data store: one organisation, an admin API key, its
+     * publishable and secret keys and the owner's one-time dashboard setup link.
+     * Fails with already_exists (already_initialized) when the store was initialised.
+     */
+    initialize(): Promise<InitialCredentials> {
+      return deps.transaction(async (store) => {
+        const now = deps.clock();
+        await store.markInitialized(now);
+        const org = await createOrganizationWith(store, "Default organisation", now);
+        const { apiKey } = await createApiKeyWith(store, { organizationId: org.organizationId, name: "initial admin", role: "admin" });
+        return {
+          organization_id: org.organizationId,
+          api_key: apiKey,
+          publishable_key: org.publishableKey,
+          secret_key: org.secretKey,
+          dashboard_setup_url: org.dashboardSetupUrl,
+        };
+      });
+    },
+
+    /** Creates a further organisation with its own keys and owner setup link. */
+    createOrganization(name: string) {
+      const trimmed = name.trim();
+      if (trimmed.length === 0 || trimmed.length > 200) {
+        throw invalidArgument([{ field: "name", description: "must be 1 to 200 characters" }]);
+      }
+      return deps.transaction((store) => createOrganizationWith(store, trimmed, deps.clock()));
+    },
+
+    /** Creates an API key for an organisation; the key is returned once and stored hashed. */
+    createApiKey(input: { organizationId: string; name: string; role: string }) {
+      const violations = [];
+      const name = input.name.trim();
+      if (name.length === 0 || name.length > 100) violations.push({ field: "name", description: "must be 1 to 100 characters" });
+      if (!isRole(input.role)) violations.push({ field: "role", description: 'must be "admin" or "member"' });
+      if (violations.length > 0) throw invalidArgument(violations);
+      return deps.transaction(async (store) => {
+        if (!(await store.findOrganization(input.organizationId))) {
+          throw new DomainError("not_found", "organization_not_found", `organisation ${input.organizationId} does not exist`);
+        }
+        return createApiKeyWith(store, { organizationId: input.organizationId, name, role: input.role as Role });
+      });
+    },
+
+    /** Rotates the organisation's secret (or publishable) key; the new key is returned once. */
+    rotateOrganizationKey(organizationId: string, kind: "publishable" | "secret") {
+      return deps.transaction(async (store) => {
+        const now = deps.clock();
+        await store.revokeOrganizationKeys(organizationId, kind, now);
+        const key = newCredential(kind === "secret" ? credentialPrefixes.secretKey : credentialPrefixes.publishableKey, random);
+        await store.createOrganizationKey({ id: randomUUID(), organizationId, kind, prefix: displayPrefix(key), hash: hashToken(key) });
+        return key;
+      });
+    },
+  };
+}
+
+export type Tenancy = ReturnType<typeof createTenancy>;

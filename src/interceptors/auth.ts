@@ -1,0 +1,210 @@
+import { create, getOption, type DescMethod } from "@bufbuild/protobuf";
+import { createContextKey, type Interceptor } from "@connectrpc/connect";
+import { auth, AuthRuleSchema, Credential, Role as RoleEnum, type AuthRule } from "../../gen/svc/v1/auth_pb.js";
+import type { Clock } from "../domain/clock.js";
+import { DomainError } from "../domain/errors.js";
+import { constantTimeEqual, hashToken, isCredentialShaped } from "../crypto/tokens.js";
+import type { Role, TenancyStore } from "../storage/tenancy-store.js";
+
+/** Who is calling, established by the auth interceptor before any handler runs. */
+export type Principal =
+  | { kind: "anonymous" }
+  | {
+      kind: "api_key";
+      accountId: string;
+      apiKeyId: string;
+      /** Human-readable actor for audit trails. */
+      actor: string;
+      /** Set when the RPC names an organisation: the organisation and the account's role there. */
+      organizationId: string;
+      role: Role;
+    }
+  | { kind: "publishable_key" | "secret_key"; organizationId: string; keyId: string; actor: string }
+  | { kind: "dashboard"; accountId: string; sessionId: string; actor: string; organizationId: string; role: Role };
+
+export const principalKey = createContextKey<Principal>({ kind: "anonymous" }, { description: "authenticated caller" });
+
+/** A hook for dashboard sessions (cookie), provided by the dashboard module. */
+export type DashboardAuthenticator = (
+  header: Headers,
+  organizationId: string | undefined,
+) => Promise<Extract<Principal, { kind: "dashboard" }>>;
+
+export interface AuthenticatorDeps {
+  store: Pick<TenancyStore, "findApiKeyByHash" | "findOrganizationKeyByHash" | "findRole" | "touchApiKey" | "touchOrganizationKey">;
+  clock: Clock;
+  dashboard?: DashboardAuthenticator;
+  /** Called when recording last use fails; never blocks or fails the request. */
+  onTouchError?: (error: unknown) => void;
+}
+
+const lastUseResolutionMs = 60_000;
+const ruleCache = new WeakMap<DescMethod, AuthRule>();
+
+/** Rules of standard services whose proto we do not own (they cannot carry our option). */
+const standardServiceRules: Record<string, AuthRule> = {
+  "grpc.health.v1.Health": create(AuthRuleSchema, { credentials: [Credential.NONE] }),
+};
+
+/** The AuthRule declared on the RPC in proto (option (svc.v1.auth)). */
+export function authRuleOf(method: DescMethod): AuthRule {
+  let rule = ruleCache.get(method);
+  if (!rule) {
+    rule = standardServiceRules[method.parent.typeName] ?? getOption(method, auth);
+    if (rule.credentials.length === 0) {
+      throw new Error(`${method.parent.typeName}/${method.name} declares no (svc.v1.auth) rule`);
+    }
+    ruleCache.set(method, rule);
+  }
+  return rule;
+}
+
+const credentialNames: Record<Credential, string> = {
+  [Credential.UNSPECIFIED]: "none",
+  [Credential.NONE]: "none",
+  [Credential.API_KEY]: "an API key (gk_...)",
+  [Credential.PUBLISHABLE_KEY]: "a publishable key (pk_...)",
+  [Credential.SECRET_KEY]: "a secret key (sk_...)",
+  [Credential.DASHBOARD_SESSION]: "a dashboard session",
+};
+
+function unauthenticated(reason: string, message: string): DomainError {
+  return new DomainError("unauthenticated", reason, message);
+}
+
+/**
+ * Establishes the principal of a request from its Authorization header and the
+ * RPC's declared rule. Order of checks (CONTRACT.md "Credentials"): a missing,
+ * malformed, unknown or revoked credential is 401; a valid credential of the
+ * wrong kind is 403; an organisation that does not exist or that the account is
+ * not a member of is 404; an insufficient role is 403.
+ */
+export function createAuthenticator(deps: AuthenticatorDeps) {
+  const touch = (last: Date | null, now: Date, write: () => Promise<void>) => {
+    if (last && now.getTime() - last.getTime() < lastUseResolutionMs) return;
+    write().catch((error: unknown) => deps.onTouchError?.(error));
+  };
+
+  async function authenticate(method: DescMethod, header: Headers, message: unknown): Promise<Principal> {
+    const rule = authRuleOf(method);
+    if (rule.credentials.includes(Credential.NONE)) return { kind: "anonymous" };
+    const organizationId = readOrganizationId(message);
+
+    const authorization = header.get("authorization");
+    if (authorization === null || authorization.trim() === "") {
+      if (rule.credentials.includes(Credential.DASHBOARD_SESSION) && deps.dashboard) {
+        return deps.dashboard(header, organizationId);
+      }
+      throw unauthenticated(
+        "credential_missing",
+        `missing credential: send "Authorization: Bearer <key>" with ${rule.credentials.map((c) => credentialNames[c]).join(" or ")}`,
+      );
+    }
+    const match = /^Bearer[ ]+(\S+)\s*$/i.exec(authorization);
+    const credential = match?.[1];
+    if (!credential || !isCredentialShaped(credential)) {
+      throw unauthenticated(
+        "credential_malformed",
+        'malformed credential: expected "Authorization: Bearer <key>" where the key is gk_, pk_ or sk_ followed by 43 base64url characters',
+      );
+    }
+    const hash = hashToken(credential);
+    const now = deps.clock();
+    const kind = credential.slice(0, 2);
+
+    if (kind === "gk") {
+      const key = await deps.store.findApiKeyByHash(hash);
+      if (!key || !constantTimeEqual(key.hash, hash)) throw unauthenticated("credential_unknown", "unknown API key");
+      if (key.revokedAt || key.account.disabledAt) throw unauthenticated("credential_revoked", "this API key has been revoked");
+      if (!rule.credentials.includes(Credential.API_KEY)) throw wrongKind(rule, "an API key");
+      touch(key.lastUsedAt, now, () => deps.store.touchApiKey(key.id, now));
+      if (organizationId === undefined) {
+        throw new DomainError("invalid_argument", "organization_missing", "organization_id is required");
+      }
+      const role = await deps.store.findRole(organizationId, key.accountId);
+      if (role === null) throw organizationNotFound(organizationId);
+      requireRole(rule.role, role);
+      return {
+        kind: "api_key",
+        accountId: key.accountId,
+        apiKeyId: key.id,
+        actor: `${key.account.displayName} (${key.prefix}…)`,
+        organizationId,
+        role,
+      };
+    }
+
+    const key = await deps.store.findOrganizationKeyByHash(hash);
+    const expected = kind === "pk" ? "publishable" : "secret";
+    if (!key || key.kind !== expected || !constantTimeEqual(key.hash, hash)) {
+      throw unauthenticated("credential_unknown", `unknown ${expected} key`);
+    }
+    if (key.revokedAt) throw unauthenticated("credential_revoked", `this ${expected} key has been revoked`);
+    const accepted = expected === "publishable" ? Credential.PUBLISHABLE_KEY : Credential.SECRET_KEY;
+    if (!rule.credentials.includes(accepted)) throw wrongKind(rule, `a ${expected} key`);
+    touch(key.lastUsedAt, now, () => deps.store.touchOrganizationKey(key.id, now));
+    return {
+      kind: expected === "publishable" ? "publishable_key" : "secret_key",
+      organizationId: key.organizationId,
+      keyId: key.id,
+      actor: `${expected} key ${key.prefix}…`,
+    };
+  }
+
+  return { authenticate };
+}
+
+export type Authenticator = ReturnType<typeof createAuthenticator>;
+
+function wrongKind(rule: AuthRule, presented: string): DomainError {
+  return new DomainError(
+    "permission_denied",
+    "wrong_credential_kind",
+    `${presented} cannot call this operation: it needs ${rule.credentials.map((c) => credentialNames[c]).join(" or ")}`,
+  );
+}
+
+function organizationNotFound(organizationId: string): DomainError {
+  return new DomainError(
+    "not_found",
+    "organization_not_found",
+    `organisation "${organizationId}" does not exist or this key's account is not a member of it`,
+  );
+}
+
+function requireRole(needed: RoleEnum, role: Role): void {
+  if (needed === RoleEnum.ADMIN && role !== "admin") {
+    throw new DomainError("permission_denied", "role_insufficient", "this operation needs the admin role in the organisation");
+  }
+}
+
+function readOrganizationId(message: unknown): string | undefined {
+  if (message && typeof message === "object" && "organizationId" in message) {
+    const value = (message as { organizationId: unknown }).organizationId;
+    if (typeof value === "string") return value;
+  }
+  return undefined;
+}
+
+/**
+ * The auth interceptor of the stock Connect, gRPC and gRPC-Web paths. The lean
+ * unary path and the REST shim call the same authenticate() directly.
+ */
+export function createAuthInterceptor(authenticator: Authenticator): Interceptor {
+  return (next) => async (req) => {
+    if (!req.stream) {
+      req.contextValues.set(principalKey, await authenticator.authenticate(req.method, req.header, req.message));
+      return next(req);
+    }
+    // Server-streaming: the single request message names the organisation.
+    const iterator = req.message[Symbol.asyncIterator]();
+    const first = await iterator.next();
+    const firstMessage: unknown = first.done ? undefined : first.value;
+    req.contextValues.set(principalKey, await authenticator.authenticate(req.method, req.header, firstMessage));
+    const replay = (async function* () {
+      if (!first.done) yield first.value;
+      for (let item = await iterator.next(); !item.done; item = await iterator.next()) yield item.value;
+    })();
+    return next({ ...req, message: replay });
+  };
+}

@@ -1,0 +1,69 @@
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import type { DatabaseConfig } from "../config.js";
+import type { PrismaClient } from "./generated/sqlite/client.js";
+import { applyMigrations } from "./migrate.js";
+
+/**
+ * The Prisma client. Both providers' clients are generated from one logical
+ * schema, so they have the same model API; the SQLite client's type stands for both.
+ */
+export type Db = PrismaClient;
+
+/** A Prisma client bound to one interactive transaction. */
+export type Tx = Omit<Db, "$connect" | "$disconnect" | "$on" | "$transaction" | "$extends">;
+
+export interface Database {
+  readonly provider: DatabaseConfig["provider"];
+  readonly client: Db;
+  /**
+   * Runs fn in one transaction: all of its writes commit or none do. On
+   * PostgreSQL it runs at READ COMMITTED; code that needs a serial order takes a
+   * row lock first (see lockOrganization in the stores).
+   */
+  transaction<T>(fn: (tx: Tx) => Promise<T>, options?: { timeoutMs?: number }): Promise<T>;
+  /** Throws when the database cannot be reached. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Opens the database of the configuration, applying pending migrations first. */
+export async function openDatabase(config: DatabaseConfig, options: { migrate?: boolean } = {}): Promise<Database> {
+  if (options.migrate !== false) {
+    if (config.provider === "sqlite") await applyMigrations({ provider: "sqlite", file: config.file });
+    else await applyMigrations({ provider: "postgresql", url: config.url });
+  }
+  const client = await createClient(config);
+  await client.$connect();
+  return {
+    provider: config.provider,
+    client,
+    transaction: (fn, txOptions) =>
+      client.$transaction((tx) => fn(tx), {
+        maxWait: 10_000,
+        timeout: txOptions?.timeoutMs ?? 30_000,
+      }),
+    ping: async () => {
+      await client.$queryRawUnsafe("SELECT 1");
+    },
+    close: () => client.$disconnect(),
+  };
+}
+
+async function createClient(config: DatabaseConfig): Promise<Db> {
+  if (config.provider === "sqlite") {
+    mkdirSync(dirname(config.file), { recursive: true });
+    const [{ PrismaClient: SqliteClient }, { PrismaBetterSqlite3 }] = await Promise.all([
+      import("./generated/sqlite/client.js"),
+      import("@prisma/adapter-better-sqlite3"),
+    ]);
+    const adapter = new PrismaBetterSqlite3({ url: `file:${config.file}`, timeout: 10_000 });
+    return new SqliteClient({ adapter }) as Db;
+  }
+  const [{ PrismaClient: PgClient }, { PrismaPg }] = await Promise.all([
+    import("./generated/postgresql/client.js"),
+    import("@prisma/adapter-pg"),
+  ]);
+  const adapter = new PrismaPg({ connectionString: config.url, max: 10 });
+  return new PgClient({ adapter }) as unknown as Db;
+}
