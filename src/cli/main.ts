@@ -1,9 +1,12 @@
-import { createApp, type App } from "../app.js";
+import { createApp } from "../app.js";
 import { loadConfig } from "../config.js";
 import { DomainError } from "../domain/errors.js";
 import type { InitialCredentials } from "../domain/tenancy/tenancy.js";
 import { createTenancyStore } from "../storage/tenancy-store.js";
 import { parseArgs, requireFlag, UsageError, type ParsedArgs } from "./args.js";
+import { withApp, type Command } from "./command.js";
+import { secretsCommands, secretsUsage } from "./secrets-commands.js";
+import { settingsCommands, settingsUsage } from "./settings-commands.js";
 
 const usage = `gatehouse: gateway configuration, sealed secrets and passkey-first identity
 
@@ -17,9 +20,8 @@ Usage:
   gatehouse keys revoke KEY_ID
 
 Operator commands act on the data store directly (DATABASE_URL, GATEHOUSE_DATA_DIR), never through the API.
-`;
+${settingsUsage}${secretsUsage}`;
 
-type Command = (args: ParsedArgs) => Promise<number>;
 
 /** Runs the command line; returns the exit code. */
 export async function main(argv: string[]): Promise<number> {
@@ -38,6 +40,8 @@ export async function main(argv: string[]): Promise<number> {
     "keys create": keysCreate,
     "keys list": keysList,
     "keys revoke": keysRevoke,
+    ...secretsCommands,
+    ...settingsCommands,
   };
   const command = commands[`${group} ${action}`] ?? (group ? commands[group] : undefined);
   if (args.switches.has("help")) {
@@ -62,16 +66,6 @@ export async function main(argv: string[]): Promise<number> {
 function usageFailure(error: unknown): number {
   process.stderr.write(`gatehouse: ${error instanceof Error ? error.message : String(error)}\n\n${usage}`);
   return 2;
-}
-
-/** Opens the data store for an operator command (quiet logs), runs fn, closes it. */
-async function withApp<T>(fn: (app: App) => Promise<T>): Promise<T> {
-  const app = await createApp({ config: { ...loadConfig(), logLevel: process.env.LOG_LEVEL ?? "warn" } });
-  try {
-    return await fn(app);
-  } finally {
-    await app.close();
-  }
 }
 
 function printCredentials(credentials: InitialCredentials): void {

@@ -1,0 +1,59 @@
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+
+/**
+ * The database a test file runs against. `npm test` uses a fresh SQLite file;
+ * with TEST_DATABASE_URL=postgresql://.../<db> every test file gets a fresh
+ * PostgreSQL database of its own, dropped when it is done.
+ */
+export interface TestDatabase {
+  /** DATABASE_URL for the server. */
+  url: string;
+  provider: "sqlite" | "postgresql";
+  /** A data directory of its own (master key, SQLite file). */
+  dataDir: string;
+  drop(): Promise<void>;
+}
+
+export const testProvider: "sqlite" | "postgresql" = process.env.TEST_DATABASE_URL?.startsWith("postgres") ? "postgresql" : "sqlite";
+
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const dataDir = mkdtempSync(join(tmpdir(), "gatehouse-test-"));
+  const base = process.env.TEST_DATABASE_URL;
+  if (!base || testProvider === "sqlite") {
+    return {
+      url: `file:${join(dataDir, "gatehouse.db")}`,
+      provider: "sqlite",
+      dataDir,
+      drop: async () => rmSync(dataDir, { recursive: true, force: true }),
+    };
+  }
+  const name = `gatehouse_t_${randomBytes(6).toString("hex")}`;
+  const admin = new pg.Client({ connectionString: base });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(base);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    provider: "postgresql",
+    dataDir,
+    async drop() {
+      rmSync(dataDir, { recursive: true, force: true });
+      const client = new pg.Client({ connectionString: base });
+      await client.connect();
+      try {
+        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}
