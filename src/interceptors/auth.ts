@@ -22,11 +22,14 @@ export type Principal =
   | { kind: "publishable_key" | "secret_key"; organizationId: string; keyId: string; actor: string }
   | { kind: "dashboard"; accountId: string; sessionId: string; actor: string; organizationId: string; role: Role };
 
+/** The one thing authentication reads from a request's headers. */
+export type HeaderReader = Pick<Headers, "get">;
+
 export const principalKey = createContextKey<Principal>({ kind: "anonymous" }, { description: "authenticated caller" });
 
 /** A hook for dashboard sessions (cookie), provided by the dashboard module. */
 export type DashboardAuthenticator = (
-  header: Headers,
+  header: HeaderReader,
   organizationId: string | undefined,
 ) => Promise<Extract<Principal, { kind: "dashboard" }>>;
 
@@ -85,7 +88,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     write().catch((error: unknown) => deps.onTouchError?.(error));
   };
 
-  async function authenticate(method: DescMethod, header: Headers, message: unknown): Promise<Principal> {
+  async function authenticate(method: DescMethod, header: HeaderReader, message: unknown): Promise<Principal> {
     const rule = authRuleOf(method);
     if (rule.credentials.includes(Credential.NONE)) return { kind: "anonymous" };
     const organizationId = readOrganizationId(message);

@@ -4,7 +4,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { DomainError } from "../domain/errors.js";
 import { toConnectError } from "../interceptors/errors.js";
 import { invokeUnary, type InvokeDeps } from "../server/invoke-unary.js";
-import { mediaTypeOf, readBody, toHeaders } from "../server/http-body.js";
+import { mediaTypeOf, readBody } from "../server/http-body.js";
 import type { UnaryEntry } from "../server/registry.js";
 import { writeConnectError } from "../server/write-error.js";
 import type { RestRoute } from "./routes.js";
@@ -55,7 +55,6 @@ export function createRestShim(deps: RestShimDeps) {
   for (const { route } of compiled) if (typeof route.rpc !== "function") entryOf(route.rpc);
 
   async function handle(route: CompiledRoute, pathValues: string[], req: IncomingMessage, res: ServerResponse, url: URL) {
-    const header = toHeaders(req.headers);
     let procedure = route.route.pattern;
     try {
       const { init, method } = await buildRequest(route, pathValues, req, url);
@@ -67,17 +66,7 @@ export function createRestShim(deps: RestShimDeps) {
       } catch (error) {
         throw new DomainError("invalid_argument", "malformed_request", describeJsonError(error));
       }
-      const controller = new AbortController();
-      res.once("close", () => {
-        if (!res.writableFinished) controller.abort();
-      });
-      const outcome = await invokeUnary(deps, entry, message, {
-        protocolName: "rest",
-        requestMethod: req.method ?? "GET",
-        url: url.href,
-        header,
-        signal: controller.signal,
-      });
+      const outcome = await invokeUnary(deps, entry, message, { protocolName: "rest", req, res, url: url.href });
       if (!outcome.ok) return sendError(res, outcome.error, outcome.responseHeader);
       const json = toJson(entry.method.output, outcome.message, jsonWrite) as JsonObject;
       outcome.responseHeader.forEach((value, name) => res.setHeader(name, value));

@@ -3,7 +3,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { toConnectError } from "../interceptors/errors.js";
-import { readBody, toHeaders } from "./http-body.js";
+import { readBody } from "./http-body.js";
 import { invokeUnary, type InvokeDeps } from "./invoke-unary.js";
 import type { UnaryEntry } from "./registry.js";
 import { writeConnectError } from "./write-error.js";
@@ -49,17 +49,7 @@ export function createConnectUnary(deps: InvokeDeps & { unary: ReadonlyMap<strin
             : error;
         return writeError(res, toConnectError(decoded, entry.path.slice(1), deps.logError));
       }
-      const controller = new AbortController();
-      res.once("close", () => {
-        if (!res.writableFinished) controller.abort();
-      });
-      const outcome = await invokeUnary(deps, entry, request, {
-        protocolName: "connect",
-        requestMethod: "POST",
-        url: req.url ?? entry.path,
-        header: toHeaders(req.headers),
-        signal: controller.signal,
-      });
+      const outcome = await invokeUnary(deps, entry, request, { protocolName: "connect", req, res, url: req.url ?? entry.path });
       if (!outcome.ok) return writeError(res, outcome.error, outcome.responseHeader);
       const payload = binary
         ? toBinary(entry.method.output, outcome.message)
