@@ -25,11 +25,27 @@ export interface PlatformHandlerDeps {
   /** The stock Connect / gRPC-Web handler (connectNodeAdapter). */
   stock: NodeHandler;
   extra: ExtraRoute[];
+  /** Paths of every served RPC (`/svc.v1.ConfigService/WatchConfig`). */
+  rpcPaths: ReadonlySet<string>;
 }
 
 const requestIdPrefix = randomBytes(4).toString("hex");
 let requestCounter = 0;
 const safeRequestId = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/**
+ * Request header through which handlers learn the client's socket address
+ * (per-IP limits). The server sets it on every request and drops any value a
+ * client sent, so it cannot be forged.
+ */
+export const peerAddressHeader = "x-gatehouse-peer";
+
+/** Replaces any client-sent peer header with the socket's remote address. */
+export function stampPeerAddress(req: { headers: Record<string, string | string[] | undefined>; socket?: { remoteAddress?: string | undefined } | null }): void {
+  delete req.headers[peerAddressHeader];
+  const address = req.socket?.remoteAddress;
+  if (address) req.headers[peerAddressHeader] = address;
+}
 
 /**
  * The platform's HTTP/1.1 front: extra routes, the REST shim, the lean unary
@@ -38,6 +54,7 @@ const safeRequestId = /^[A-Za-z0-9._:-]{1,64}$/;
 export function createPlatformHandler(deps: PlatformHandlerDeps): NodeHandler {
   return (req, res) => {
     const started = process.hrtime.bigint();
+    stampPeerAddress(req);
     const incomingId = req.headers["x-request-id"];
     const requestId =
       typeof incomingId === "string" && safeRequestId.test(incomingId) ? incomingId : `${requestIdPrefix}-${(++requestCounter).toString(36)}`;
@@ -53,36 +70,40 @@ export function createPlatformHandler(deps: PlatformHandlerDeps): NodeHandler {
       );
     });
 
-    const url = new URL(req.url ?? "/", "http://gatehouse.invalid");
     const method = req.method ?? "GET";
+    const target = req.url ?? "/";
+    const query = target.indexOf("?");
+    const pathname = query === -1 ? target : target.slice(0, query);
+    let parsed: URL | undefined;
+    const url = () => (parsed ??= new URL(target, "http://gatehouse.invalid"));
     const fail = (error: unknown) => {
       deps.logger.error({ reqId: requestId, route, err: error }, "unhandled request failure");
       writeConnectError(res, new ConnectError("internal error", Code.Internal), 500);
     };
 
     for (const extra of deps.extra) {
-      if (extra.matches(method, url.pathname)) {
+      if (extra.matches(method, pathname)) {
         route = extra.label;
-        Promise.resolve(extra.handle(req, res, url)).catch(fail);
+        Promise.resolve(extra.handle(req, res, url())).catch(fail);
         return;
       }
     }
 
-    const rest = deps.rest.match(method, url.pathname);
+    const rest = deps.rest.match(method, pathname);
     if (rest === "method_not_allowed") {
-      route = url.pathname.startsWith("/organization/") ? "rest:method_not_allowed" : url.pathname;
+      route = "method_not_allowed";
       req.resume();
-      writeConnectError(res, new ConnectError(`${method} is not allowed on ${url.pathname}`, Code.Unimplemented), 405);
+      writeConnectError(res, new ConnectError(`${method} is not allowed on ${pathname}`, Code.Unimplemented), 405);
       return;
     }
     if (rest) {
       route = rest.pattern;
       protocol = "rest";
-      rest.handle(req, res, url).catch(fail);
+      rest.handle(req, res, url()).catch(fail);
       return;
     }
 
-    const lean = deps.connectUnary.accept(req, url.pathname);
+    const lean = deps.connectUnary.accept(req, pathname);
     if (lean) {
       route = lean.path;
       protocol = "connect";
@@ -91,7 +112,8 @@ export function createPlatformHandler(deps: PlatformHandlerDeps): NodeHandler {
     }
 
     protocol = "rpc";
-    route = /^\/[\w.]+\/\w+$/.test(url.pathname) ? url.pathname : "unmatched";
+    // Only served RPC paths become metric labels: arbitrary paths would grow the label set without bound.
+    route = deps.rpcPaths.has(pathname) ? pathname : "unmatched";
     deps.stock(req, res);
   };
 }
