@@ -1,0 +1,66 @@
+import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { join } from "node:path";
+
+export const gatehouseBin = join(process.cwd(), "bin", "gatehouse.js");
+
+/** Runs `gatehouse <args>` to completion (the built CLI, as a user runs it). */
+export function runCli(args: string[], env: Record<string, string>, input?: string) {
+  const result = spawnSync(process.execPath, [gatehouseBin, ...args], {
+    env: { ...process.env, LOG_LEVEL: "warn", ...env },
+    encoding: "utf8",
+    input,
+    timeout: 60_000,
+  });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+export interface ServeProcess {
+  child: ChildProcessWithoutNullStreams;
+  url: string;
+  grpcUrl: string;
+  output(): string;
+  /** Sends a signal and resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Starts `gatehouse serve` and resolves once it prints its addresses. */
+export function startServe(env: Record<string, string>): Promise<ServeProcess> {
+  const child = spawn(process.execPath, [gatehouseBin, "serve"], {
+    env: { ...process.env, PORT: "0", GRPC_PORT: "0", SAMPLE_PORT: "0", LOG_LEVEL: "warn", ...env },
+  });
+  let out = "";
+  child.stdout.on("data", (chunk) => {
+    out += chunk;
+  });
+  child.stderr.on("data", (chunk) => {
+    out += chunk;
+  });
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`serve did not start:\n${out}`)), 60_000);
+    const poll = setInterval(() => {
+      const platform = /Gatehouse platform API\s+(\S+)/.exec(out);
+      const grpc = /gRPC \(h2c\)\s+(\S+)/.exec(out);
+      const sample = /plant API\s+(\S+)/.exec(out);
+      if (platform?.[1] && grpc?.[1] && sample) {
+        clearInterval(poll);
+        clearTimeout(timer);
+        resolve({
+          child,
+          url: platform[1],
+          grpcUrl: grpc[1],
+          output: () => out,
+          stop: async (signal = "SIGTERM") => {
+            child.kill(signal);
+            return exited;
+          },
+        });
+      }
+    }, 20);
+    void exited.then((code) => {
+      clearInterval(poll);
+      clearTimeout(timer);
+      reject(new Error(`serve exited with ${code}:\n${out}`));
+    });
+  });
+}
