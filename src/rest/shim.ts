@@ -69,7 +69,7 @@ export function createRestShim(deps: RestShimDeps) {
       const outcome = await invokeUnary(deps, entry, message, { protocolName: "rest", req, res, url: url.href });
       if (!outcome.ok) return sendError(res, outcome.error, outcome.responseHeader);
       const json = toJson(entry.method.output, outcome.message, jsonWrite) as JsonObject;
-      outcome.responseHeader.forEach((value, name) => res.setHeader(name, value));
+      for (const [name, value] of outcome.responseHeader) res.setHeader(name, value);
       if (route.route.render) {
         const answer = route.route.render(json);
         res.writeHead(answer.status, answer.headers);
