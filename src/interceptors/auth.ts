@@ -34,7 +34,7 @@ export type DashboardAuthenticator = (
 ) => Promise<Extract<Principal, { kind: "dashboard" }>>;
 
 export interface AuthenticatorDeps {
-  store: Pick<TenancyStore, "findApiKeyByHash" | "findOrganizationKeyByHash" | "findRole" | "touchApiKey" | "touchOrganizationKey">;
+  store: Pick<TenancyStore, "findApiKeyPrincipal" | "findOrganizationKeyByHash" | "touchApiKey" | "touchOrganizationKey">;
   clock: Clock;
   dashboard?: DashboardAuthenticator;
   /** Called when recording last use fails; never blocks or fails the request. */
@@ -96,7 +96,9 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     const authorization = header.get("authorization");
     if (authorization === null || authorization.trim() === "") {
       if (rule.credentials.includes(Credential.DASHBOARD_SESSION) && deps.dashboard) {
-        return deps.dashboard(header, organizationId);
+        const principal = await deps.dashboard(header, organizationId);
+        requireRole(rule.role, principal.role);
+        return principal;
       }
       throw unauthenticated(
         "credential_missing",
@@ -116,24 +118,21 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     const kind = credential.slice(0, 2);
 
     if (kind === "gk") {
-      const key = await deps.store.findApiKeyByHash(hash);
+      // Every API-key RPC names an organisation; an absent or empty id matches no membership (404).
+      const key = await deps.store.findApiKeyPrincipal(hash, organizationId ?? "");
       if (!key || !constantTimeEqual(key.hash, hash)) throw unauthenticated("credential_unknown", "unknown API key");
-      if (key.revokedAt || key.account.disabledAt) throw unauthenticated("credential_revoked", "this API key has been revoked");
+      if (key.revokedAt || key.accountDisabledAt) throw unauthenticated("credential_revoked", "this API key has been revoked");
       if (!rule.credentials.includes(Credential.API_KEY)) throw wrongKind(rule, "an API key");
       touch(key.lastUsedAt, now, () => deps.store.touchApiKey(key.id, now));
-      if (organizationId === undefined) {
-        throw new DomainError("invalid_argument", "organization_missing", "organization_id is required");
-      }
-      const role = await deps.store.findRole(organizationId, key.accountId);
-      if (role === null) throw organizationNotFound(organizationId);
-      requireRole(rule.role, role);
+      if (organizationId === undefined || key.role === null) throw organizationNotFound(organizationId ?? "");
+      requireRole(rule.role, key.role);
       return {
         kind: "api_key",
         accountId: key.accountId,
         apiKeyId: key.id,
-        actor: `${key.account.displayName} (${key.prefix}…)`,
+        actor: `${key.accountName} (${key.prefix}…)`,
         organizationId,
-        role,
+        role: key.role,
       };
     }
 

@@ -19,6 +19,20 @@ export interface ApiKeyWithAccount extends ApiKeyRecord {
   account: { displayName: string; disabledAt: Date | null };
 }
 
+/** An API key as authentication sees it: its account and the account's role in one organisation. */
+export interface ApiKeyPrincipalRecord {
+  id: string;
+  accountId: string;
+  prefix: string;
+  hash: string;
+  lastUsedAt: Date | null;
+  revokedAt: Date | null;
+  accountName: string;
+  accountDisabledAt: Date | null;
+  /** The role in the organisation asked about; null when the account is not a member. */
+  role: Role | null;
+}
+
 export interface OrganizationKeyRecord {
   id: string;
   organizationId: string;
@@ -40,6 +54,8 @@ export interface TenancyStore {
   findRole(organizationId: string, accountId: string): Promise<Role | null>;
   createApiKey(key: { id: string; accountId: string; name: string; prefix: string; hash: string }): Promise<void>;
   findApiKeyByHash(hash: string): Promise<ApiKeyWithAccount | null>;
+  /** One query for authentication: the key, its account, and the account's role in the organisation. */
+  findApiKeyPrincipal(hash: string, organizationId: string): Promise<ApiKeyPrincipalRecord | null>;
   /** API keys whose account is a member of the organisation, with that role. */
   listApiKeys(organizationId: string): Promise<(ApiKeyRecord & { role: Role; accountName: string })[]>;
   revokeApiKey(id: string, at: Date): Promise<boolean>;
@@ -83,6 +99,19 @@ export function createTenancyStore(db: Db | Tx): TenancyStore {
         where: { hash },
         include: { account: { select: { displayName: true, disabledAt: true } } },
       }),
+    async findApiKeyPrincipal(hash, organizationId) {
+      // Plain SQL: it runs on every API-key request, and one joined statement costs
+      // a fraction of the three typed Prisma queries it replaces.
+      const rows = await db.$queryRaw<(Omit<ApiKeyPrincipalRecord, "role"> & { role: string | null })[]>`
+        SELECT k."id", k."accountId", k."prefix", k."hash", k."lastUsedAt", k."revokedAt",
+               a."displayName" AS "accountName", a."disabledAt" AS "accountDisabledAt", m."role"
+        FROM "ApiKey" k
+        JOIN "Account" a ON a."id" = k."accountId"
+        LEFT JOIN "Membership" m ON m."accountId" = k."accountId" AND m."organizationId" = ${organizationId}
+        WHERE k."hash" = ${hash}`;
+      const row = rows[0];
+      return row ? { ...row, role: row.role as Role | null } : null;
+    },
     async listApiKeys(organizationId) {
       const rows = await db.apiKey.findMany({
         where: { account: { memberships: { some: { organizationId } } } },
@@ -108,7 +137,10 @@ export function createTenancyStore(db: Db | Tx): TenancyStore {
       await db.organizationKey.create({ data: key });
     },
     async findOrganizationKeyByHash(hash) {
-      const row = await db.organizationKey.findUnique({ where: { hash } });
+      const rows = await db.$queryRaw<(Omit<OrganizationKeyRecord, "kind"> & { kind: string })[]>`
+        SELECT "id", "organizationId", "kind", "prefix", "hash", "createdAt", "lastUsedAt", "revokedAt"
+        FROM "OrganizationKey" WHERE "hash" = ${hash}`;
+      const row = rows[0];
       return row ? { ...row, kind: row.kind as OrganizationKeyKind } : null;
     },
     async revokeOrganizationKeys(organizationId, kind, at) {
