@@ -1,8 +1,105 @@
-import type { ServiceImpl } from "@connectrpc/connect";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { SecretsService } from "../../gen/svc/v1/secrets_pb.js";
 import type { AppDeps } from "../app-deps.js";
+import { DomainError } from "../domain/errors.js";
+import { createClientKeyParser } from "../domain/secrets/client-key.js";
+import { createRsaDecryptionPool, type RsaDecryptionPoolOptions } from "../domain/secrets/rsa-decryption-pool.js";
+import { createSecretKeyrings } from "../domain/secrets/secret-keyrings.js";
+import { createSecrets, type SecretsCaller, type SecretView } from "../domain/secrets/secrets.js";
+import { principalKey } from "../interceptors/auth.js";
+import { createSecretsStore, createSecretsTransactor } from "../storage/secrets-store.js";
 
-/** svc.v1.SecretsService. Secrets arrive with their own issue; until then every RPC is unimplemented. */
-export function createSecretsService(_deps: AppDeps): Partial<ServiceImpl<typeof SecretsService>> {
-  return {};
+export interface SecretsServiceOptions {
+  /** RSA decryption worker threads (0: on the event loop); one per core beyond the first by default. */
+  rsaPool?: RsaDecryptionPoolOptions;
+}
+
+/** svc.v1.SecretsService: thin mapping between the RPC messages and the secrets domain. */
+export function createSecretsService(
+  deps: Pick<AppDeps, "database" | "clock" | "random" | "keyring" | "onClose">,
+  options: SecretsServiceOptions = {},
+): Partial<ServiceImpl<typeof SecretsService>> {
+  const store = createSecretsStore(deps.database.client);
+  const decryptor = createRsaDecryptionPool(options.rsaPool);
+  deps.onClose(() => decryptor.close());
+  const secrets = createSecrets({
+    store,
+    transaction: createSecretsTransactor(deps.database),
+    keyrings: createSecretKeyrings({ store, masterKeyring: deps.keyring, random: deps.random }),
+    decryptor,
+    parseClientKey: createClientKeyParser(),
+    clock: deps.clock,
+    random: deps.random,
+  });
+
+  const toSecret = (secret: SecretView) => ({
+    name: secret.name,
+    environment: secret.environment,
+    version: secret.version,
+    tags: secret.tags,
+    updatedAt: timestampFromDate(secret.updatedAt),
+  });
+
+  return {
+    async getPublicKey(_request, context) {
+      return secrets.getPublicKey(callerOf(context));
+    },
+    async putSecret(request, context) {
+      return toSecret(
+        await secrets.putSecret(callerOf(context), {
+          name: request.name,
+          environment: request.environment,
+          encryptedValue: request.encryptedValue,
+          sealed: request.sealed,
+          tags: request.tags,
+          value: request.value,
+        }),
+      );
+    },
+    async listSecrets(request, context) {
+      const listed = await secrets.listSecrets(callerOf(context), { environment: request.environment, tags: request.tags });
+      return { secrets: listed.map(toSecret) };
+    },
+    async retrieveSecrets(request, context) {
+      return secrets.retrieveSecrets(callerOf(context), {
+        environment: request.environment,
+        names: request.names,
+        tags: request.tags,
+        publicKeyPem: request.publicKeyPem,
+      });
+    },
+    async deleteSecret(request, context) {
+      await secrets.deleteSecret(callerOf(context), { name: request.name, environment: request.environment });
+      return {};
+    },
+    async listSecretVersions(request, context) {
+      const versions = await secrets.listVersions(callerOf(context), { name: request.name, environment: request.environment });
+      return {
+        versions: versions.map((v) => ({ version: v.version, tags: v.tags, actor: v.actor, createdAt: timestampFromDate(v.createdAt) })),
+      };
+    },
+    async listSecretAuditEvents(request, context) {
+      const page = await secrets.listAuditEvents(callerOf(context), { pageSize: request.pageSize, pageToken: request.pageToken });
+      return {
+        events: page.events.map((e) => ({
+          action: e.action,
+          actor: e.actor,
+          environment: e.environment,
+          names: e.names,
+          createdAt: timestampFromDate(e.createdAt),
+        })),
+        nextPageToken: page.nextPageToken,
+      };
+    },
+  };
+}
+
+/** The organisation and audit name of the caller; the auth interceptor has already required an admin API key. */
+function callerOf(context: HandlerContext): SecretsCaller {
+  const principal = context.values.get(principalKey);
+  if (principal.kind !== "api_key" && principal.kind !== "dashboard") {
+    throw new DomainError("permission_denied", "wrong_credential_kind", "the secrets API needs an admin API key");
+  }
+  return { organizationId: principal.organizationId, actor: principal.actor };
 }

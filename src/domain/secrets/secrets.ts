@@ -1,0 +1,297 @@
+import { randomUUID } from "node:crypto";
+import type { RandomSource } from "../../crypto/tokens.js";
+import {
+  type AuditCursor,
+  type SecretAuditRecord,
+  type SecretRecord,
+  type SecretsStore,
+  type SecretVersionRecord,
+} from "../../storage/secrets-store.js";
+import type { Clock } from "../clock.js";
+import { DomainError, invalidArgument, type Violation } from "../errors.js";
+import { createAuditWriter } from "./audit-writer.js";
+import type { createClientKeyParser } from "./client-key.js";
+import { sealForClient, rfc3339, type RetrievalEnvelope, type RetrievedSecret } from "./retrieval-envelope.js";
+import type { RsaDecryptor } from "./rsa-decryption-pool.js";
+import { decodeSealedValue, openSealedValue, valueText } from "./sealed-value.js";
+import type { SecretKeyrings } from "./secret-keyrings.js";
+import { byteOrder, carriesEvery, checkEnvironment, checkName, checkTags, maxRetrieveNames } from "./secret-rules.js";
+import { openAtRest, sealAtRest } from "./value-at-rest.js";
+
+/** The caller of a secrets operation (the auth interceptor established it). */
+export interface SecretsCaller {
+  organizationId: string;
+  /** Audit name of the account and key. */
+  actor: string;
+}
+
+/** A secret's metadata: what listings and writes return. */
+export interface SecretView {
+  name: string;
+  environment: string;
+  version: number;
+  tags: string[];
+  updatedAt: Date;
+}
+
+export interface PutSecretInput {
+  name: string;
+  environment: string;
+  encryptedValue: string;
+  /** undefined when the request did not carry it. */
+  sealed: boolean | undefined;
+  tags: readonly string[];
+  /** A plaintext value; its mere presence is refused. */
+  value: string | undefined;
+}
+
+export interface SecretsDeps {
+  /** Reads outside a transaction. */
+  store: SecretsStore;
+  /** Runs fn with a store bound to one transaction (retried when it lost a race). */
+  transaction<T>(fn: (store: SecretsStore) => Promise<T>): Promise<T>;
+  keyrings: SecretKeyrings;
+  decryptor: RsaDecryptor;
+  parseClientKey: ReturnType<typeof createClientKeyParser>;
+  clock: Clock;
+  random: RandomSource;
+  /** Versions always kept per secret (at least 10); up to 4 more may remain between prunes. */
+  keepVersions?: number;
+}
+
+const maxAuditPage = 100;
+const pruneEvery = 5;
+const defaultAuditPage = 50;
+
+/**
+ * The secrets store: values arrive sealed to the organisation's RSA key, are
+ * kept AES-256-GCM encrypted under its data key, and leave encrypted to the
+ * caller's key. Every write, delete and retrieve is audited (never values).
+ */
+export function createSecrets(deps: SecretsDeps) {
+  const keepVersions = Math.max(10, deps.keepVersions ?? 10);
+  const recordRetrieve = createAuditWriter((events) => deps.store.insertAuditEvents(events));
+
+  const view = (secret: SecretRecord): SecretView => ({
+    name: secret.name,
+    environment: secret.environment,
+    version: secret.version,
+    tags: secret.tags,
+    updatedAt: secret.updatedAt,
+  });
+
+  const audit = (caller: SecretsCaller, action: SecretAuditRecord["action"], environment: string, names: string[], at: Date): SecretAuditRecord => ({
+    id: randomUUID(),
+    organizationId: caller.organizationId,
+    action,
+    actor: caller.actor,
+    environment,
+    names,
+    createdAt: at,
+  });
+
+  async function getPublicKey(caller: SecretsCaller): Promise<{ publicKeyPem: string; keyId: string }> {
+    const keys = await deps.keyrings.obtain(caller.organizationId);
+    return { publicKeyPem: keys.publicKeyPem, keyId: keys.keyId };
+  }
+
+  async function putSecret(caller: SecretsCaller, input: PutSecretInput): Promise<SecretView> {
+    const violations: Violation[] = [];
+    const reasons = new Set<string>();
+    checkName(input.name, "name", violations);
+    checkEnvironment(input.environment, "environment", violations);
+    const tags = checkTags(input.tags, "tags", violations);
+    if (input.sealed !== true) {
+      reasons.add("plaintext_refused");
+      violations.push({
+        field: "sealed",
+        description: `${input.sealed === undefined ? "is required and" : "is false but"} must be true: only values sealed to the organisation's public key are stored`,
+      });
+    }
+    if (input.value !== undefined) {
+      reasons.add("plaintext_refused");
+      violations.push({
+        field: "value",
+        description: 'plaintext values are refused and nothing was stored: remove "value" and send the value sealed in encrypted_value',
+      });
+    }
+
+    let plaintext: Buffer | null = null;
+    const before = violations.length;
+    const sealed = decodeSealedValue(input.encryptedValue, violations);
+    if (sealed) {
+      const keys = await deps.keyrings.find(caller.organizationId);
+      if (!keys) {
+        violations.push({
+          field: "encrypted_value",
+          description: "cannot be opened: the organisation has no secrets key yet; fetch it with GET /organization/{id}/secrets/public-key, seal the value to it and retry",
+        });
+      } else {
+        plaintext = await openSealedValue(sealed, keys.privateKey, keys.keyId, deps.decryptor, violations);
+        if (plaintext && valueText(plaintext, violations) === null) plaintext = null;
+      }
+    }
+    if (violations.length > before) reasons.add("value_not_sealed");
+
+    if (violations.length > 0) {
+      plaintext?.fill(0);
+      throw invalidArgument(violations, reasons.has("plaintext_refused") ? "plaintext_refused" : reasons.has("value_not_sealed") ? "value_not_sealed" : "invalid_argument");
+    }
+    const value = plaintext as Buffer;
+    const keys = await deps.keyrings.obtain(caller.organizationId);
+    const now = deps.clock();
+    try {
+      const stored = await deps.transaction(async (store) => {
+        const place = { organizationId: caller.organizationId, environment: input.environment, name: input.name };
+        let secret = await store.advanceSecret(place, { tags, updatedAt: now });
+        if (!secret) {
+          // A concurrent creation of the same name makes this insert fail; the transaction is retried.
+          secret = { id: randomUUID(), ...place, version: 1, tags, updatedAt: now };
+          await store.createSecret(secret);
+        }
+        await store.insertVersion({
+          secretId: secret.id,
+          version: secret.version,
+          ciphertext: sealAtRest(keys.dataKey, value, { ...secret }),
+          tags,
+          actor: caller.actor,
+          createdAt: now,
+        });
+        // Pruning every fifth version keeps 10 to 14 versions and saves a statement on most writes.
+        if (secret.version > keepVersions && secret.version % pruneEvery === 0) {
+          await store.pruneVersions(secret.id, secret.version - keepVersions + 1);
+        }
+        await store.insertAuditEvent(audit(caller, "write", input.environment, [input.name], now));
+        return secret;
+      });
+      return view(stored);
+    } finally {
+      value.fill(0);
+    }
+  }
+
+  async function listSecrets(caller: SecretsCaller, input: { environment: string; tags: readonly string[] }): Promise<SecretView[]> {
+    const violations: Violation[] = [];
+    checkEnvironment(input.environment, "environment", violations, "env");
+    const tags = checkTags(input.tags, "tags", violations);
+    if (violations.length > 0) throw invalidArgument(violations);
+    const secrets = await deps.store.listSecrets(caller.organizationId, input.environment);
+    return secrets
+      .filter((secret) => carriesEvery(secret.tags, tags))
+      .sort((a, b) => byteOrder(a.name, b.name))
+      .map(view);
+  }
+
+  async function retrieveSecrets(
+    caller: SecretsCaller,
+    input: { environment: string; names: readonly string[]; tags: readonly string[]; publicKeyPem: string },
+  ): Promise<RetrievalEnvelope> {
+    const violations: Violation[] = [];
+    checkEnvironment(input.environment, "environment", violations);
+    input.names.forEach((name, i) => checkName(name, `names[${i}]`, violations));
+    const names = [...new Set(input.names)];
+    if (names.length > maxRetrieveNames) {
+      violations.push({ field: "names", description: `asks for ${names.length} names; at most ${maxRetrieveNames} per request (or select by environment and tags)` });
+    }
+    const tags = checkTags(input.tags, "tags", violations);
+    const clientKey = deps.parseClientKey(input.publicKeyPem, violations);
+    if (violations.length > 0 || !clientKey) throw invalidArgument(violations);
+
+    const keys = await deps.keyrings.find(caller.organizationId);
+    const found = keys ? await deps.store.listCurrentValues(caller.organizationId, input.environment, names) : [];
+    const present = new Set(found.map((s) => s.name));
+    const missing = names.filter((name) => !present.has(name));
+    if (missing.length > 0) {
+      throw new DomainError(
+        "not_found",
+        "secret_not_found",
+        `no secret named ${missing.map((n) => `"${n}"`).join(", ")} in environment "${input.environment}"`,
+        missing.map((name) => ({ field: `names[${input.names.indexOf(name)}]`, description: `no secret "${name}" in environment "${input.environment}"` })),
+      );
+    }
+    const selected = found.filter((s) => carriesEvery(s.tags, tags)).sort((a, b) => byteOrder(a.name, b.name));
+
+    const secrets: RetrievedSecret[] = selected.map((secret) => {
+      const value = openAtRest((keys as NonNullable<typeof keys>).dataKey, secret.ciphertext, secret);
+      try {
+        return {
+          name: secret.name,
+          environment: secret.environment,
+          version: secret.version,
+          tags: secret.tags,
+          updated_at: rfc3339(secret.updatedAt),
+          value: value.toString("utf8"),
+        };
+      } finally {
+        value.fill(0);
+      }
+    });
+    const envelope = sealForClient(secrets, clientKey, deps.random);
+    await recordRetrieve(audit(caller, "retrieve", input.environment, secrets.map((s) => s.name), deps.clock()));
+    return envelope;
+  }
+
+  async function deleteSecret(caller: SecretsCaller, input: { name: string; environment: string }): Promise<void> {
+    const violations: Violation[] = [];
+    checkName(input.name, "name", violations);
+    checkEnvironment(input.environment, "environment", violations, "env");
+    if (violations.length > 0) throw invalidArgument(violations);
+    const now = deps.clock();
+    await deps.transaction(async (store) => {
+      if (!(await store.deleteSecret(caller.organizationId, input.environment, input.name))) throw secretNotFound(input);
+      await store.insertAuditEvent(audit(caller, "delete", input.environment, [input.name], now));
+    });
+  }
+
+  async function listVersions(caller: SecretsCaller, input: { name: string; environment: string }): Promise<SecretVersionRecord[]> {
+    const violations: Violation[] = [];
+    checkName(input.name, "name", violations);
+    checkEnvironment(input.environment, "environment", violations);
+    if (violations.length > 0) throw invalidArgument(violations);
+    const secret = await deps.store.findSecret(caller.organizationId, input.environment, input.name);
+    if (!secret) throw secretNotFound(input);
+    return deps.store.listVersions(secret.id);
+  }
+
+  async function listAuditEvents(
+    caller: SecretsCaller,
+    input: { pageSize: number; pageToken: string },
+  ): Promise<{ events: SecretAuditRecord[]; nextPageToken: string }> {
+    const violations: Violation[] = [];
+    if (input.pageSize < 0 || input.pageSize > maxAuditPage) {
+      violations.push({ field: "page_size", description: `must be from 1 to ${maxAuditPage} (0 or absent means ${defaultAuditPage}), got ${input.pageSize}` });
+    }
+    const after = input.pageToken === "" ? undefined : decodeCursor(input.pageToken);
+    if (after === null) violations.push({ field: "page_token", description: "is not a token from a previous answer: send next_page_token unchanged, or nothing for the first page" });
+    if (violations.length > 0) throw invalidArgument(violations);
+    const limit = input.pageSize || defaultAuditPage;
+    const rows = await deps.store.listAuditEvents(caller.organizationId, limit + 1, after ?? undefined);
+    const events = rows.slice(0, limit);
+    const last = events.at(-1);
+    return { events, nextPageToken: rows.length > limit && last ? encodeCursor({ createdAt: last.createdAt, id: last.id }) : "" };
+  }
+
+  return { getPublicKey, putSecret, listSecrets, retrieveSecrets, deleteSecret, listVersions, listAuditEvents };
+}
+
+export type Secrets = ReturnType<typeof createSecrets>;
+
+function secretNotFound(input: { name: string; environment: string }): DomainError {
+  return new DomainError("not_found", "secret_not_found", `no secret named "${input.name}" in environment "${input.environment}"`);
+}
+
+function encodeCursor(cursor: AuditCursor): string {
+  return Buffer.from(JSON.stringify([cursor.createdAt.toISOString(), cursor.id])).toString("base64url");
+}
+
+function decodeCursor(token: string): AuditCursor | null {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(token, "base64url").toString("utf8"));
+    if (!Array.isArray(value) || value.length !== 2 || typeof value[0] !== "string" || typeof value[1] !== "string") return null;
+    const createdAt = new Date(value[0]);
+    if (Number.isNaN(createdAt.getTime())) return null;
+    return { createdAt, id: value[1] };
+  } catch {
+    return null;
+  }
+}
