@@ -1,0 +1,287 @@
+// bench/identity: password login throughput against bare argon2id verification
+// (same parameters, same run), /healthz p99 while logins saturate the server,
+// and magic-link generate + verify pairs per second on SQLite and PostgreSQL.
+//
+//   npm run build && node bench/identity.mjs [--seconds 10] [--connections 8]
+//
+// PostgreSQL: BENCH_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/postgres);
+// a scratch database is created there and dropped afterwards. Skipped when unreachable.
+import { hash, verify } from "@node-rs/argon2";
+import autocannon from "autocannon";
+import { spawn, spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer as createNetServer } from "node:net";
+import { availableParallelism, tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const bin = join(root, "bin/gatehouse.js");
+const args = process.argv.slice(2);
+const option = (name, fallback) => {
+  const i = args.indexOf(`--${name}`);
+  return i === -1 ? fallback : Number(args[i + 1]);
+};
+const seconds = option("seconds", 10);
+const connections = option("connections", 8);
+// The parameters the server uses (OWASP: 19 MiB, 2 iterations, 1 lane).
+const argon2id = { algorithm: 2, memoryCost: 19456, timeCost: 2, parallelism: 1 };
+const password = "correct horse battery staple";
+
+if (!existsSync(join(root, "dist/src/cli/main.js"))) {
+  console.error("build first: npm run build");
+  process.exit(1);
+}
+
+function gatehouse(env, ...argv) {
+  const result = spawnSync(process.execPath, [bin, ...argv], { env: { ...process.env, ...env }, encoding: "utf8" });
+  if (result.status !== 0) throw new Error(`gatehouse ${argv.join(" ")} failed: ${result.stderr}`);
+  return result.stdout;
+}
+
+/** A port nobody listens on right now. */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createNetServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Starts `gatehouse serve` over its own data store. */
+async function startServer(databaseUrl) {
+  const dataDir = mkdtempSync(join(tmpdir(), "gatehouse-bench-"));
+  const port = await freePort();
+  const env = {
+    GATEHOUSE_DATA_DIR: dataDir,
+    PORT: String(port),
+    GRPC_PORT: String(await freePort()),
+    SAMPLE_PORT: String(await freePort()),
+    ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+  };
+  const credentials = JSON.parse(gatehouse(env, "init", "--json"));
+  gatehouse(env, "settings", "set", "--org", credentials.organization_id, "password=true", "ip_limit_per_minute=1000000", "magic_link_limit_per_hour=100000");
+  // Request logs (one JSON line per request, as in production) go to /dev/null:
+  // the server pays for producing them, not for a disk this machine shares.
+  const child = spawn(process.execPath, [bin, "serve"], { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "inherit"] });
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (Date.now() > deadline) throw new Error("the server did not start");
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const ready = await fetch(`${url}/readyz`).then((r) => r.ok, () => false);
+    if (ready) break;
+  }
+  return {
+    url,
+    credentials,
+    /** CPU time (ms) the server process has used so far: all threads, and its main (event-loop) thread. */
+    cpuMs() {
+      const ticks = (path) => {
+        const fields = readFileSync(path, "utf8").split(") ")[1].split(" ");
+        return (Number(fields[11]) + Number(fields[12])) * (1000 / 100);
+      };
+      return { total: ticks(`/proc/${child.pid}/stat`), main: ticks(`/proc/${child.pid}/task/${child.pid}/stat`) };
+    },
+    async stop() {
+      child.kill("SIGTERM");
+      await new Promise((resolve) => child.once("exit", resolve));
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function post(url, path, body, bearer) {
+  const response = await fetch(url + path, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${bearer}` },
+    body: JSON.stringify(body),
+  });
+  const json = await response.json();
+  if (response.status !== 200) throw new Error(`${path}: ${response.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+/** Bare argon2id verifications for a while, enough in flight to keep every core busy. */
+async function bareVerifyRate(durationMs) {
+  const stored = await hash(password, argon2id);
+  let done = 0;
+  const until = Date.now() + durationMs;
+  const started = Date.now();
+  const cpu = process.cpuUsage();
+  const worker = async () => {
+    while (Date.now() < until) {
+      await verify(stored, password);
+      done++;
+    }
+  };
+  // As many in flight as the server hashes at once (one per core).
+  await Promise.all(Array.from({ length: availableParallelism() }, worker));
+  const used = process.cpuUsage(cpu);
+  return { done, seconds: (Date.now() - started) / 1000, cpuMs: (used.user + used.system) / 1000 };
+}
+
+function percentile(values, p) {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+/** Password logins with autocannon, each connection signing in its own identity. */
+function loginLoad(server, identifiers, durationSeconds) {
+  let next = 0;
+  return autocannon({
+    url: `${server.url}/identity/login/password`,
+    method: "POST",
+    connections,
+    duration: durationSeconds,
+    headers: { "content-type": "application/json", authorization: `Bearer ${server.credentials.publishable_key}` },
+    setupClient(client) {
+      client.setBody(JSON.stringify({ identifier: identifiers[next++ % identifiers.length], password }));
+    },
+  });
+}
+
+/** /healthz latencies, one request at a time, every 20 ms, while `until` is in the future. */
+async function probeHealth(url, until) {
+  const latencies = [];
+  while (Date.now() < until()) {
+    const started = process.hrtime.bigint();
+    const response = await fetch(`${url}/healthz`);
+    await response.arrayBuffer();
+    latencies.push(Number(process.hrtime.bigint() - started) / 1e6);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return latencies;
+}
+
+/** Magic-link generate + verify pairs per second, `concurrency` pairs in flight. */
+async function magicLinkRate(server, durationMs, concurrency = 8) {
+  const sk = server.credentials.secret_key;
+  let pairs = 0;
+  const until = Date.now() + durationMs;
+  const started = Date.now();
+  const worker = async (w) => {
+    for (let i = 0; Date.now() < until; i++) {
+      const identifier = `ml-${w}-${i % 50}@bench.example`;
+      const { token } = await post(server.url, "/svc.v1.IdentityService/GenerateMagicLink", { identifier }, sk);
+      await post(server.url, "/svc.v1.IdentityService/VerifyMagicLink", { token }, sk);
+      pairs++;
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, (_, w) => worker(w)));
+  return pairs / ((Date.now() - started) / 1000);
+}
+
+async function scratchPostgres() {
+  const base = process.env.BENCH_POSTGRES_URL ?? "postgresql://postgres@127.0.0.1:5432/postgres";
+  const name = `gatehouse_bench_${randomBytes(4).toString("hex")}`;
+  const admin = new pg.Client({ connectionString: base });
+  try {
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${name}`);
+  } catch (error) {
+    console.log(`PostgreSQL not reachable (${error.message}): skipped`);
+    return undefined;
+  } finally {
+    await admin.end().catch(() => {});
+  }
+  const url = new URL(base);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const client = new pg.Client({ connectionString: base });
+      await client.connect();
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await client.end();
+    },
+  };
+}
+
+const fmt = (n, digits = 1) => n.toFixed(digits);
+console.log(`bench/identity: ${availableParallelism()} cores, node ${process.version}, ${seconds} s per load phase, ${connections} connections`);
+
+// ---------------------------------------------------------------- SQLite: logins, health, magic links
+const sqlite = await startServer(undefined);
+try {
+  const identifiers = Array.from({ length: connections * 2 }, (_, i) => `bench${i}@bench.example`);
+  for (const identifier of identifiers) {
+    await post(sqlite.url, "/identity/register/password", { identifier, password }, sqlite.credentials.publishable_key);
+  }
+  await loginLoad(sqlite, identifiers, 2); // warm-up
+
+  // Bare verification and logins alternate in short phases, so both see the
+  // same machine (other work on it shifts both alike).
+  const rounds = 4;
+  let bareDone = 0;
+  let bareSeconds = 0;
+  let bareCpu = 0;
+  let loginCpu = 0;
+  let loginMainCpu = 0;
+  let loginsOk = 0;
+  let loginsOther = 0;
+  let loginSeconds = 0;
+  const health = [];
+  const loginLatencies = [];
+  for (let round = 0; round < rounds; round++) {
+    const bareRound = await bareVerifyRate((seconds * 1000) / rounds);
+    bareDone += bareRound.done;
+    bareSeconds += bareRound.seconds;
+    bareCpu += bareRound.cpuMs;
+    const cpuBefore = sqlite.cpuMs();
+    let loading = true;
+    const probe = probeHealth(sqlite.url, () => (loading ? Infinity : 0));
+    const load = await loginLoad(sqlite, identifiers, seconds / rounds);
+    loading = false;
+    const cpuAfter = sqlite.cpuMs();
+    loginCpu += cpuAfter.total - cpuBefore.total;
+    loginMainCpu += cpuAfter.main - cpuBefore.main;
+    health.push(...(await probe));
+    loginsOk += load["2xx"];
+    loginsOther += load.non2xx;
+    // autocannon reports its duration in seconds.
+    loginSeconds += load.duration;
+    loginLatencies.push(load.latency.p99);
+  }
+  const bare = bareDone / bareSeconds;
+  const loginRate = loginsOk / loginSeconds;
+  const ratio = loginRate / bare;
+  const p99 = percentile(health, 99);
+
+  console.log("");
+  console.log(`bare argon2id verify (m=19456, t=2, p=1): ${fmt(bare)} /s`);
+  console.log(`password login over HTTP (SQLite):        ${fmt(loginRate)} /s  (${loginsOk} ok, ${loginsOther} other, p99 per phase ${loginLatencies.join("/")} ms)`);
+  console.log(`  ratio login / bare verify:              ${fmt(ratio, 3)}  (target >= 0.85: ${ratio >= 0.85 ? "met" : "MISSED"})`);
+  // CPU time per operation does not depend on what else the machine runs.
+  const cpuPerVerify = bareCpu / bareDone;
+  const cpuPerLogin = loginCpu / loginsOk;
+  console.log(
+    `  CPU per bare verify ${fmt(cpuPerVerify, 2)} ms, server CPU per login ${fmt(cpuPerLogin, 2)} ms ` +
+      `(event-loop thread ${fmt(loginMainCpu / loginsOk, 2)} ms): CPU ratio ${fmt(cpuPerVerify / cpuPerLogin, 3)}`,
+  );
+  console.log(`/healthz while logins saturate:           p50 ${fmt(percentile(health, 50), 2)} ms, p99 ${fmt(p99, 2)} ms over ${health.length} probes  (target p99 <= 20 ms: ${p99 <= 20 ? "met" : "MISSED"})`);
+
+  const sqliteMagic = await magicLinkRate(sqlite, seconds * 1000);
+  console.log(`magic link generate + verify (SQLite):    ${fmt(sqliteMagic)} pairs/s`);
+} finally {
+  await sqlite.stop();
+}
+
+// ---------------------------------------------------------------- PostgreSQL: magic links
+const database = await scratchPostgres();
+if (database) {
+  const server = await startServer(database.url);
+  try {
+    await magicLinkRate(server, 2000); // warm-up
+    const rate = await magicLinkRate(server, seconds * 1000);
+    console.log(`magic link generate + verify (PostgreSQL): ${fmt(rate)} pairs/s`);
+  } finally {
+    await server.stop();
+    await database.drop();
+  }
+}

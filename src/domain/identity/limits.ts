@@ -1,0 +1,188 @@
+import { randomUUID } from "node:crypto";
+import { hashToken } from "../../crypto/tokens.js";
+import type { FailureQuery as StoredFailureQuery, IdentityStore } from "../../storage/identity-store.js";
+import type { Clock } from "../clock.js";
+import { DomainError } from "../errors.js";
+import { defaultSettings, type IdentitySettings } from "./settings.js";
+
+/** The failures a login looks at, and the window they were asked for. */
+export interface FailureQuery extends StoredFailureQuery {
+  windowSeconds: number;
+}
+
+const defaultLockout = { lockoutThreshold: defaultSettings.lockoutThreshold, lockoutWindowSeconds: defaultSettings.lockoutWindowSeconds };
+
+export type LimitsStore = Pick<
+  IdentityStore,
+  "recordLoginFailure" | "recentLoginFailures" | "clearLoginFailures" | "hitRateCounter" | "prune"
+>;
+
+export interface LimitsDeps {
+  store: LimitsStore;
+  clock: Clock;
+  /** Called when housekeeping fails; it never fails a request. */
+  onError?: (error: unknown) => void;
+}
+
+/** A password login allowed to check its password. */
+export interface LoginAttempt {
+  /** Records the failure (it counts towards the lockout on every instance). */
+  failed(): Promise<void>;
+}
+
+const minuteMs = 60_000;
+const hourMs = 3_600_000;
+const pruneEveryMs = 10 * minuteMs;
+/** Longer than any window a setting allows (7 days). */
+const failureRetentionMs = 8 * 24 * hourMs;
+
+function retryAfter(untilMs: number, nowMs: number): number {
+  return Math.max(1, Math.ceil((untilMs - nowMs) / 1000));
+}
+
+function tooMany(reason: string, message: string, seconds: number): DomainError {
+  return new DomainError("resource_exhausted", reason, `${message}; try again in ${seconds} s`, [], seconds);
+}
+
+/**
+ * Brute-force protection whose state lives in the database, so every instance
+ * sees the same counts: a lockout per identifier after failed password logins,
+ * a per-IP limit on client-side identity requests, and a limit on magic links
+ * (and reset tokens) issued per identifier.
+ */
+export function createLimits(deps: LimitsDeps) {
+  let lastPrune = 0;
+  /** The tail of each identifier's queue of password logins on this instance. */
+  const queues = new Map<string, Promise<void>>();
+  /** The lockout settings each organisation had at its last login here. */
+  const lockoutSeen = new Map<string, Pick<IdentitySettings, "lockoutThreshold" | "lockoutWindowSeconds">>();
+
+  function housekeeping(nowMs: number): void {
+    if (nowMs - lastPrune < pruneEveryMs && nowMs >= lastPrune) return;
+    lastPrune = nowMs;
+    deps.store.prune(new Date(nowMs - 2 * hourMs), new Date(nowMs - failureRetentionMs)).catch((error: unknown) => deps.onError?.(error));
+  }
+
+  /** Counts one hit in a fixed window; resource_exhausted with Retry-After past the limit. */
+  async function hit(key: string, windowMs: number, limit: number, reason: string, message: string): Promise<void> {
+    const nowMs = deps.clock().getTime();
+    const windowStart = Math.floor(nowMs / windowMs) * windowMs;
+    const count = await deps.store.hitRateCounter(key, new Date(windowStart));
+    housekeeping(nowMs);
+    if (count > limit) throw tooMany(reason, message, retryAfter(windowStart + windowMs, nowMs));
+  }
+
+  return {
+    /** The per-IP limit of client-side identity requests of one organisation. */
+    checkClientAddress(organizationId: string, address: string, settings: Pick<IdentitySettings, "ipLimitPerMinute">): Promise<void> {
+      return hit(
+        `ip:${organizationId}:${address}`,
+        minuteMs,
+        settings.ipLimitPerMinute,
+        "ip_rate_limited",
+        "too many identity requests from this address",
+      );
+    },
+
+    /** The per-identifier limit on issuing magic links or password-reset tokens. */
+    checkIssuance(
+      kind: "magic_link" | "password_reset",
+      organizationId: string,
+      identifier: string,
+      settings: Pick<IdentitySettings, "magicLinkLimitPerHour">,
+    ): Promise<void> {
+      const what = kind === "magic_link" ? "magic links" : "password-reset tokens";
+      return hit(
+        `${kind}:${organizationId}:${hashToken(identifier)}`,
+        hourMs,
+        settings.magicLinkLimitPerHour,
+        `${kind}_rate_limited`,
+        `too many ${what} for this identifier`,
+      );
+    },
+
+    /**
+     * Which failures a login of this identifier must look at, so the login can
+     * fetch them in the query that finds the identity. It assumes the
+     * organisation's lockout settings seen last (defaults at first);
+     * beginLogin checks the assumption.
+     */
+    failureQuery(organizationId: string, identifier: string): FailureQuery {
+      const assumed = lockoutSeen.get(organizationId) ?? defaultLockout;
+      return {
+        identifierHash: hashToken(identifier),
+        since: new Date(deps.clock().getTime() - assumed.lockoutWindowSeconds * 1000 + 1),
+        threshold: assumed.lockoutThreshold,
+        windowSeconds: assumed.lockoutWindowSeconds,
+      };
+    },
+
+    /**
+     * Runs one password login of an identifier at a time on this instance, so
+     * each sees the failures of the ones before it: a burst of parallel guesses
+     * gets no more checks than the threshold (per instance; failures are
+     * recorded in the database and count on every instance).
+     */
+    async oneAtATime<T>(organizationId: string, identifier: string, fn: () => Promise<T>): Promise<T> {
+      const key = `${organizationId}:${identifier}`;
+      const previous = queues.get(key) ?? Promise.resolve();
+      let done = () => {};
+      const current = new Promise<void>((resolve) => {
+        done = resolve;
+      });
+      const tail = previous.then(() => current);
+      queues.set(key, tail);
+      await previous;
+      try {
+        return await fn();
+      } finally {
+        done();
+        if (queues.get(key) === tail) queues.delete(key);
+      }
+    },
+
+    /**
+     * Decides whether a password login may check its password, given the
+     * failures `failureQuery` asked for. With `lockoutThreshold` failures in
+     * the window it is refused (429 with Retry-After), whatever the password;
+     * refusals are not failures, so the lock lifts when the window passes.
+     */
+    async beginLogin(
+      organizationId: string,
+      settings: Pick<IdentitySettings, "lockoutThreshold" | "lockoutWindowSeconds">,
+      seen: { query: FailureQuery; recentFailures: number; thresholdFailureAt: Date | null },
+    ): Promise<LoginAttempt> {
+      const now = deps.clock();
+      const threshold = settings.lockoutThreshold;
+      const windowMs = settings.lockoutWindowSeconds * 1000;
+      const { identifierHash } = seen.query;
+      let { recentFailures, thresholdFailureAt } = seen;
+      if (seen.query.threshold !== threshold || seen.query.windowSeconds !== settings.lockoutWindowSeconds) {
+        // The settings changed since the query was built: look again with the right ones.
+        const recent = await deps.store.recentLoginFailures(organizationId, identifierHash, new Date(now.getTime() - windowMs + 1), threshold);
+        recentFailures = recent.length;
+        thresholdFailureAt = recent[threshold - 1] ?? null;
+      }
+      lockoutSeen.set(organizationId, { lockoutThreshold: threshold, lockoutWindowSeconds: settings.lockoutWindowSeconds });
+      if (recentFailures >= threshold) {
+        // The lock lifts when the threshold-th newest failure leaves the window.
+        throw tooMany(
+          "login_locked",
+          `too many failed sign-ins for this identifier (${threshold} within ${settings.lockoutWindowSeconds} s)`,
+          thresholdFailureAt ? retryAfter(thresholdFailureAt.getTime() + windowMs, now.getTime()) : 1,
+        );
+      }
+      housekeeping(now.getTime());
+      return {
+        failed: () => deps.store.recordLoginFailure({ id: randomUUID(), organizationId, identifierHash, createdAt: deps.clock() }),
+      };
+    },
+
+    /** Forgets an identifier's failures (after its password was reset). */
+    clearFailures(organizationId: string, identifier: string): Promise<void> {
+      return deps.store.clearLoginFailures(organizationId, hashToken(identifier));
+    },
+  };
+}
+
+export type Limits = ReturnType<typeof createLimits>;

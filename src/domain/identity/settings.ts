@@ -1,0 +1,176 @@
+import type { IdentitySettingsPatch, IdentitySettingsRecord } from "../../storage/identity-store.js";
+import { invalidArgument, type Violation } from "../errors.js";
+
+/**
+ * An organisation's identity settings as they apply, defaults resolved.
+ * CONTRACT.md "Identity API": passkeys on, magic links on, password off;
+ * relying-party ID and origins default to the host and origin of PUBLIC_URL;
+ * sessions last 1 h and magic links 15 min.
+ */
+export interface IdentitySettings {
+  passkeys: boolean;
+  magicLinks: boolean;
+  password: boolean;
+  rpId: string;
+  origins: string[];
+  sessionTtlSeconds: number;
+  magicLinkTtlSeconds: number;
+  /** Failed password logins per identifier allowed within the window; the next is refused. */
+  lockoutThreshold: number;
+  lockoutWindowSeconds: number;
+  /** Client-side (publishable-key) identity requests per client IP and minute. */
+  ipLimitPerMinute: number;
+  /** Magic links (and, separately, password-reset tokens) issued per identifier and hour. */
+  magicLinkLimitPerHour: number;
+}
+
+/** The longest session a setting may ask for; retired signing keys stay published this long. */
+export const maxSessionTtlSeconds = 30 * 24 * 3600;
+
+export const defaultSettings = {
+  passkeys: true,
+  magicLinks: true,
+  password: false,
+  sessionTtlSeconds: 3600,
+  magicLinkTtlSeconds: 900,
+  lockoutThreshold: 5,
+  lockoutWindowSeconds: 900,
+  ipLimitPerMinute: 300,
+  magicLinkLimitPerHour: 10,
+} as const;
+
+/** Resolves the stored row (or its absence) against the defaults. */
+export function effectiveSettings(stored: IdentitySettingsRecord | null, publicUrl: string): IdentitySettings {
+  const url = new URL(publicUrl);
+  return {
+    ...defaultSettings,
+    ...(stored ? withoutNulls(stored) : {}),
+    rpId: stored?.rpId ?? url.hostname,
+    origins: stored?.origins ?? [url.origin],
+  };
+}
+
+function withoutNulls(stored: IdentitySettingsRecord) {
+  const { rpId: _rpId, origins: _origins, updatedAt: _updatedAt, ...rest } = stored;
+  return rest;
+}
+
+/** The settings keys of `gatehouse settings set` and their snake_case names. */
+const integerKeys = {
+  session_ttl_seconds: { field: "sessionTtlSeconds", min: 60, max: maxSessionTtlSeconds },
+  magic_link_ttl_seconds: { field: "magicLinkTtlSeconds", min: 60, max: 7 * 24 * 3600 },
+  lockout_threshold: { field: "lockoutThreshold", min: 1, max: 1000 },
+  lockout_window_seconds: { field: "lockoutWindowSeconds", min: 60, max: 7 * 24 * 3600 },
+  ip_limit_per_minute: { field: "ipLimitPerMinute", min: 1, max: 1_000_000 },
+  magic_link_limit_per_hour: { field: "magicLinkLimitPerHour", min: 1, max: 100_000 },
+} as const;
+
+const booleanKeys = { passkeys: "passkeys", magic_links: "magicLinks", password: "password" } as const;
+
+export const settingsKeys = [...Object.keys(booleanKeys), "rp_id", "origins", ...Object.keys(integerKeys)];
+
+/** Describes every key for the CLI's usage text. */
+export const settingsKeyHelp: Record<string, string> = {
+  passkeys: "true|false: passkey (WebAuthn) sign-up and sign-in (default true)",
+  magic_links: "true|false: magic links (default true)",
+  password: "true|false: password sign-up, sign-in and reset (default false)",
+  rp_id: "WebAuthn relying-party ID, a host name (empty: the host of PUBLIC_URL)",
+  origins: "comma-separated allowed origins (empty: the origin of PUBLIC_URL)",
+  session_ttl_seconds: `session lifetime, ${integerKeys.session_ttl_seconds.min} to ${maxSessionTtlSeconds} (default 3600)`,
+  magic_link_ttl_seconds: "magic-link and reset-token lifetime, 60 to 604800 (default 900)",
+  lockout_threshold: "failed password logins per identifier allowed within the window (default 5)",
+  lockout_window_seconds: "lockout window, 60 to 604800 (default 900)",
+  ip_limit_per_minute: "client-side identity requests per IP address and minute (default 300)",
+  magic_link_limit_per_hour: "magic links (and reset tokens) per identifier and hour (default 10)",
+};
+
+const hostName = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
+
+/**
+ * Parses `key=value` assignments of `gatehouse settings set` into a patch,
+ * listing every problem at once (unknown key, bad value, duplicate key).
+ */
+export function parseSettingsAssignments(assignments: readonly string[]): IdentitySettingsPatch {
+  const violations: Violation[] = [];
+  const patch: IdentitySettingsPatch = {};
+  const seen = new Set<string>();
+  if (assignments.length === 0) violations.push({ field: "settings", description: `give at least one key=value; keys: ${settingsKeys.join(", ")}` });
+  for (const assignment of assignments) {
+    const eq = assignment.indexOf("=");
+    if (eq <= 0) {
+      violations.push({ field: assignment, description: "must be key=value" });
+      continue;
+    }
+    const key = assignment.slice(0, eq).trim();
+    const value = assignment.slice(eq + 1).trim();
+    if (seen.has(key)) {
+      violations.push({ field: key, description: "is given more than once" });
+      continue;
+    }
+    seen.add(key);
+    if (key in booleanKeys) {
+      if (value !== "true" && value !== "false") violations.push({ field: key, description: `must be true or false, got "${value}"` });
+      else patch[booleanKeys[key as keyof typeof booleanKeys]] = value === "true";
+    } else if (key in integerKeys) {
+      const spec = integerKeys[key as keyof typeof integerKeys];
+      const number = /^\d{1,10}$/.test(value) ? Number(value) : Number.NaN;
+      if (!Number.isInteger(number) || number < spec.min || number > spec.max) {
+        violations.push({ field: key, description: `must be a whole number from ${spec.min} to ${spec.max}, got "${value}"` });
+      } else {
+        patch[spec.field] = number;
+      }
+    } else if (key === "rp_id") {
+      const rpId = value.toLowerCase();
+      if (rpId === "") patch.rpId = null;
+      else if (!hostName.test(rpId)) violations.push({ field: key, description: `must be a host name such as example.com, got "${value}"` });
+      else patch.rpId = rpId;
+    } else if (key === "origins") {
+      const origins = parseOrigins(value, violations);
+      if (origins !== undefined) patch.origins = origins;
+    } else {
+      violations.push({ field: key, description: `is not a setting; keys: ${settingsKeys.join(", ")}` });
+    }
+  }
+  if (violations.length > 0) throw invalidArgument(violations);
+  return patch;
+}
+
+function parseOrigins(value: string, violations: Violation[]): string[] | null | undefined {
+  if (value === "") return null;
+  const origins: string[] = [];
+  let ok = true;
+  value.split(",").forEach((raw, i) => {
+    const text = raw.trim();
+    let origin: string | undefined;
+    try {
+      const url = new URL(text);
+      if ((url.protocol === "http:" || url.protocol === "https:") && url.origin === text.replace(/\/$/, "")) origin = url.origin;
+    } catch {
+      origin = undefined;
+    }
+    if (origin === undefined) {
+      ok = false;
+      violations.push({ field: `origins[${i}]`, description: `must be an http(s) origin such as https://app.example.com, got "${text}"` });
+    } else if (!origins.includes(origin)) {
+      origins.push(origin);
+    }
+  });
+  return ok ? origins : undefined;
+}
+
+/** The settings as `gatehouse settings get --json` prints them (snake_case, defaults resolved). */
+export function settingsToJson(settings: IdentitySettings): Record<string, unknown> {
+  return {
+    passkeys: settings.passkeys,
+    magic_links: settings.magicLinks,
+    password: settings.password,
+    rp_id: settings.rpId,
+    origins: settings.origins,
+    session_ttl_seconds: settings.sessionTtlSeconds,
+    magic_link_ttl_seconds: settings.magicLinkTtlSeconds,
+    lockout_threshold: settings.lockoutThreshold,
+    lockout_window_seconds: settings.lockoutWindowSeconds,
+    ip_limit_per_minute: settings.ipLimitPerMinute,
+    magic_link_limit_per_hour: settings.magicLinkLimitPerHour,
+  };
+}

@@ -1,0 +1,368 @@
+import type { Db, Tx } from "./database.js";
+import { uniquely } from "./errors.js";
+
+/** The stored identity settings of one organisation (absent row: every default). */
+export interface IdentitySettingsRecord {
+  passkeys: boolean;
+  magicLinks: boolean;
+  password: boolean;
+  /** Null: the host of PUBLIC_URL. */
+  rpId: string | null;
+  /** Null: the origin of PUBLIC_URL. */
+  origins: string[] | null;
+  sessionTtlSeconds: number;
+  magicLinkTtlSeconds: number;
+  lockoutThreshold: number;
+  lockoutWindowSeconds: number;
+  ipLimitPerMinute: number;
+  magicLinkLimitPerHour: number;
+  updatedAt: Date;
+}
+
+export type IdentitySettingsPatch = Partial<Omit<IdentitySettingsRecord, "updatedAt">>;
+
+export interface IdentityRecord {
+  id: string;
+  organizationId: string;
+  identifier: string;
+  createdAt: Date;
+}
+
+/** Which failed logins to look at: of one identifier, since a time, up to a threshold. */
+export interface FailureQuery {
+  identifierHash: string;
+  since: Date;
+  threshold: number;
+}
+
+export interface LoginContext {
+  settings: IdentitySettingsRecord | null;
+  identityId: string | null;
+  hash: string | null;
+  /** Failures since `since`, counted up to `threshold`. */
+  recentFailures: number;
+  /** The threshold-th newest failure since `since`, when there are that many. */
+  thresholdFailureAt: Date | null;
+}
+
+export type SessionMethod = "password" | "passkey" | "magic_link";
+
+export interface SessionRecord {
+  id: string;
+  organizationId: string;
+  identityId: string;
+  method: SessionMethod;
+  createdAt: Date;
+  expiresAt: Date;
+  revokedAt: Date | null;
+}
+
+export type OneTimeTokenKind = "magic_link" | "password_reset";
+
+export interface OneTimeTokenRecord {
+  id: string;
+  organizationId: string;
+  identityId: string;
+  kind: OneTimeTokenKind;
+  createdAt: Date;
+  expiresAt: Date;
+  spentAt: Date | null;
+}
+
+export interface SigningKeyRecord {
+  /** The JWT `kid`. */
+  id: string;
+  /** PKCS#8 DER of the private key, sealed by the master key. */
+  privateKeyEnc: Buffer;
+  /** The public key as a JWK (JSON text). */
+  publicJwk: string;
+  createdAt: Date;
+  retiredAt: Date | null;
+}
+
+/**
+ * Identity storage: settings, identities, password hashes, sessions, one-time
+ * tokens, session signing keys and the counters of brute-force protection.
+ * Every tenant query filters on organizationId.
+ */
+export interface IdentityStore {
+  findSettings(organizationId: string): Promise<IdentitySettingsRecord | null>;
+  /** Creates or changes the settings row; fields absent from the patch keep their value. */
+  saveSettings(organizationId: string, patch: IdentitySettingsPatch, at: Date): Promise<IdentitySettingsRecord>;
+
+  findIdentityByIdentifier(organizationId: string, identifier: string): Promise<IdentityRecord | null>;
+  findIdentity(organizationId: string, id: string): Promise<IdentityRecord | null>;
+  /** already_exists (identity_exists) when the identifier is taken, also under concurrency. */
+  createIdentity(identity: IdentityRecord): Promise<void>;
+
+  findPasswordHash(organizationId: string, identityId: string): Promise<string | null>;
+  /**
+   * What a password login needs, in one query: the organisation's settings
+   * (null: none stored), the identity of the identifier and its password hash
+   * (null when absent), and its recent failed logins as `failures` asks.
+   */
+  findLoginContext(organizationId: string, identifier: string, failures: FailureQuery): Promise<LoginContext>;
+  savePasswordHash(organizationId: string, identityId: string, hash: string, at: Date): Promise<void>;
+
+  createSession(session: Omit<SessionRecord, "revokedAt">): Promise<void>;
+  findSession(organizationId: string, id: string): Promise<SessionRecord | null>;
+  /** Marks one session revoked; false when there is no such session. */
+  revokeSession(organizationId: string, id: string, at: Date): Promise<boolean>;
+  /** Revokes every live session of an identity except one; returns how many. */
+  revokeSessionsOf(organizationId: string, identityId: string, except: string | null, at: Date): Promise<number>;
+
+  createOneTimeToken(token: Omit<OneTimeTokenRecord, "spentAt"> & { hash: string }): Promise<void>;
+  findOneTimeToken(hash: string): Promise<OneTimeTokenRecord | null>;
+  /**
+   * Spends a token with ONE conditional update (unspent and unexpired at `at`):
+   * of any number of concurrent calls, on any number of instances, exactly one
+   * sees true.
+   */
+  spendOneTimeToken(organizationId: string, hash: string, kind: OneTimeTokenKind, at: Date): Promise<boolean>;
+  /** Spends every open token of one kind of an identity (a completed reset voids older links). */
+  spendOneTimeTokensOf(organizationId: string, identityId: string, kind: OneTimeTokenKind, at: Date): Promise<number>;
+
+  /** Keys not retired, or retired at or after `retiredSince`, newest first. */
+  listSigningKeys(retiredSince: Date): Promise<SigningKeyRecord[]>;
+  findSigningKey(id: string): Promise<SigningKeyRecord | null>;
+  createSigningKey(key: SigningKeyRecord): Promise<void>;
+  /** Retires every active key created before `createdBefore` (a newer key took over). */
+  retireSigningKeys(createdBefore: Date, at: Date): Promise<void>;
+
+  /** Records one failed password login; identifierHash hides what was typed. */
+  recordLoginFailure(failure: { id: string; organizationId: string; identifierHash: string; createdAt: Date }): Promise<void>;
+  /** createdAt of the failures since `since`, newest first, at most `limit`. */
+  recentLoginFailures(organizationId: string, identifierHash: string, since: Date, limit: number): Promise<Date[]>;
+  clearLoginFailures(organizationId: string, identifierHash: string): Promise<void>;
+
+  /** Adds one hit to a fixed-window counter and returns the window's count (atomic across instances). */
+  hitRateCounter(key: string, windowStart: Date): Promise<number>;
+  /** Drops counters and failures too old to matter. */
+  prune(countersBefore: Date, failuresBefore: Date): Promise<void>;
+}
+
+const settingsSelect = {
+  passkeys: true,
+  magicLinks: true,
+  password: true,
+  rpId: true,
+  origins: true,
+  sessionTtlSeconds: true,
+  magicLinkTtlSeconds: true,
+  lockoutThreshold: true,
+  lockoutWindowSeconds: true,
+  ipLimitPerMinute: true,
+  magicLinkLimitPerHour: true,
+  updatedAt: true,
+} as const;
+
+type SettingsRow = Omit<IdentitySettingsRecord, "origins"> & { origins: string | null };
+type NullableSettingsRow = { [K in keyof SettingsRow]: SettingsRow[K] | null };
+
+function toSettings(row: { origins: string | null } & Omit<IdentitySettingsRecord, "origins">): IdentitySettingsRecord {
+  return { ...row, origins: row.origins === null ? null : (JSON.parse(row.origins) as string[]) };
+}
+
+function toSession(row: { method: string } & Omit<SessionRecord, "method">): SessionRecord {
+  return { ...row, method: row.method as SessionMethod };
+}
+
+function toSigningKey(row: Omit<SigningKeyRecord, "privateKeyEnc"> & { privateKeyEnc: Uint8Array }): SigningKeyRecord {
+  return { ...row, privateKeyEnc: Buffer.from(row.privateKeyEnc) };
+}
+
+/**
+ * The queries on the sign-in paths (settings, limits, the password lookup,
+ * sessions) are plain SQL, one text for SQLite and PostgreSQL with parameters
+ * bound by Prisma: a typed Prisma query costs two to four times the CPU of a
+ * raw one, and that CPU competes with password hashing on the same cores.
+ */
+export function createIdentityStore(db: Db | Tx): IdentityStore {
+  return {
+    async findSettings(organizationId) {
+      const rows = await db.$queryRaw<SettingsRow[]>`
+        SELECT "passkeys", "magicLinks", "password", "rpId", "origins", "sessionTtlSeconds", "magicLinkTtlSeconds",
+               "lockoutThreshold", "lockoutWindowSeconds", "ipLimitPerMinute", "magicLinkLimitPerHour", "updatedAt"
+        FROM "IdentitySettings" WHERE "organizationId" = ${organizationId}`;
+      return rows[0] ? toSettings(rows[0]) : null;
+    },
+    async saveSettings(organizationId, patch, at) {
+      const { origins, ...rest } = patch;
+      const data = {
+        ...rest,
+        ...(origins !== undefined ? { origins: origins === null ? null : JSON.stringify(origins) } : {}),
+        updatedAt: at,
+      };
+      const row = await db.identitySettings.upsert({
+        where: { organizationId },
+        create: { organizationId, ...data },
+        update: data,
+        select: settingsSelect,
+      });
+      return toSettings(row);
+    },
+
+    async findIdentityByIdentifier(organizationId, identifier) {
+      const rows = await db.$queryRaw<IdentityRecord[]>`
+        SELECT "id", "organizationId", "identifier", "createdAt" FROM "Identity"
+        WHERE "organizationId" = ${organizationId} AND "identifier" = ${identifier}`;
+      return rows[0] ?? null;
+    },
+    findIdentity: (organizationId, id) => db.identity.findFirst({ where: { id, organizationId } }),
+    async createIdentity(identity) {
+      await uniquely(() => db.identity.create({ data: identity }), "identity_exists", "an identity with this identifier already exists");
+    },
+
+    async findPasswordHash(organizationId, identityId) {
+      const row = await db.passwordCredential.findFirst({ where: { identityId, organizationId }, select: { hash: true } });
+      return row?.hash ?? null;
+    },
+    async findLoginContext(organizationId, identifier, failures) {
+      const rows = await db.$queryRaw<
+        (NullableSettingsRow & {
+          settingsOrganizationId: string | null;
+          identityId: string | null;
+          hash: string | null;
+          recentFailures: number | bigint;
+          thresholdFailureAt: Date | string | null;
+        })[]
+      >`
+        SELECT s."organizationId" AS "settingsOrganizationId",
+               s."passkeys", s."magicLinks", s."password", s."rpId", s."origins", s."sessionTtlSeconds", s."magicLinkTtlSeconds",
+               s."lockoutThreshold", s."lockoutWindowSeconds", s."ipLimitPerMinute", s."magicLinkLimitPerHour", s."updatedAt",
+               i."id" AS "identityId", p."hash" AS "hash",
+               (SELECT COUNT(*) FROM (
+                  SELECT 1 AS "one" FROM "LoginFailure" f
+                  WHERE f."organizationId" = ${organizationId} AND f."identifier" = ${failures.identifierHash} AND f."createdAt" >= ${failures.since}
+                  LIMIT ${failures.threshold}) AS "recent") AS "recentFailures",
+               (SELECT f."createdAt" FROM "LoginFailure" f
+                  WHERE f."organizationId" = ${organizationId} AND f."identifier" = ${failures.identifierHash} AND f."createdAt" >= ${failures.since}
+                  ORDER BY f."createdAt" DESC LIMIT 1 OFFSET ${failures.threshold - 1}) AS "thresholdFailureAt"
+        FROM (SELECT 1 AS "anchor") AS "anchor"
+        LEFT JOIN "IdentitySettings" s ON s."organizationId" = ${organizationId}
+        LEFT JOIN "Identity" i ON i."organizationId" = ${organizationId} AND i."identifier" = ${identifier}
+        LEFT JOIN "PasswordCredential" p ON p."identityId" = i."id" AND p."organizationId" = i."organizationId"`;
+      const row = rows[0];
+      if (!row) return { settings: null, identityId: null, hash: null, recentFailures: 0, thresholdFailureAt: null };
+      const { settingsOrganizationId, identityId, hash, recentFailures, thresholdFailureAt, ...settings } = row;
+      return {
+        settings: settingsOrganizationId === null ? null : toSettings(settings as SettingsRow),
+        identityId,
+        hash,
+        recentFailures: Number(recentFailures),
+        // A subquery's value has no declared column type: SQLite hands back the stored text.
+        thresholdFailureAt: thresholdFailureAt === null ? null : new Date(thresholdFailureAt),
+      };
+    },
+    async savePasswordHash(organizationId, identityId, hash, at) {
+      await db.passwordCredential.upsert({
+        where: { identityId },
+        create: { identityId, organizationId, hash, updatedAt: at },
+        update: { hash, updatedAt: at },
+      });
+    },
+
+    async createSession(session) {
+      await db.$executeRaw`
+        INSERT INTO "IdentitySession" ("id", "organizationId", "identityId", "method", "createdAt", "expiresAt")
+        VALUES (${session.id}, ${session.organizationId}, ${session.identityId}, ${session.method}, ${session.createdAt}, ${session.expiresAt})`;
+    },
+    async findSession(organizationId, id) {
+      const rows = await db.$queryRaw<(Omit<SessionRecord, "method"> & { method: string })[]>`
+        SELECT "id", "organizationId", "identityId", "method", "createdAt", "expiresAt", "revokedAt"
+        FROM "IdentitySession" WHERE "id" = ${id} AND "organizationId" = ${organizationId}`;
+      return rows[0] ? toSession(rows[0]) : null;
+    },
+    async revokeSession(organizationId, id, at) {
+      const { count } = await db.identitySession.updateMany({ where: { id, organizationId, revokedAt: null }, data: { revokedAt: at } });
+      if (count === 1) return true;
+      return (await db.identitySession.count({ where: { id, organizationId } })) === 1;
+    },
+    async revokeSessionsOf(organizationId, identityId, except, at) {
+      const { count } = await db.identitySession.updateMany({
+        where: { organizationId, identityId, revokedAt: null, expiresAt: { gt: at }, ...(except ? { NOT: { id: except } } : {}) },
+        data: { revokedAt: at },
+      });
+      return count;
+    },
+
+    async createOneTimeToken(token) {
+      await db.$executeRaw`
+        INSERT INTO "OneTimeToken" ("id", "organizationId", "identityId", "kind", "hash", "createdAt", "expiresAt")
+        VALUES (${token.id}, ${token.organizationId}, ${token.identityId}, ${token.kind}, ${token.hash}, ${token.createdAt}, ${token.expiresAt})`;
+    },
+    async findOneTimeToken(hash) {
+      const rows = await db.$queryRaw<(Omit<OneTimeTokenRecord, "kind"> & { kind: string })[]>`
+        SELECT "id", "organizationId", "identityId", "kind", "createdAt", "expiresAt", "spentAt"
+        FROM "OneTimeToken" WHERE "hash" = ${hash}`;
+      const row = rows[0];
+      return row ? { ...row, kind: row.kind as OneTimeTokenKind } : null;
+    },
+    async spendOneTimeToken(organizationId, hash, kind, at) {
+      // The one conditional update that makes a token one-time: the database
+      // applies it to the row at most once, whoever else is trying.
+      const count = await db.$executeRaw`
+        UPDATE "OneTimeToken" SET "spentAt" = ${at}
+        WHERE "hash" = ${hash} AND "organizationId" = ${organizationId} AND "kind" = ${kind}
+          AND "spentAt" IS NULL AND "expiresAt" > ${at}`;
+      return count === 1;
+    },
+    async spendOneTimeTokensOf(organizationId, identityId, kind, at) {
+      const { count } = await db.oneTimeToken.updateMany({
+        where: { organizationId, identityId, kind, spentAt: null, expiresAt: { gt: at } },
+        data: { spentAt: at },
+      });
+      return count;
+    },
+
+    async listSigningKeys(retiredSince) {
+      const rows = await db.signingKey.findMany({
+        where: { OR: [{ retiredAt: null }, { retiredAt: { gte: retiredSince } }] },
+        orderBy: [{ createdAt: "desc" }, { id: "asc" }],
+      });
+      return rows.map(toSigningKey);
+    },
+    async findSigningKey(id) {
+      const row = await db.signingKey.findUnique({ where: { id } });
+      return row ? toSigningKey(row) : null;
+    },
+    async createSigningKey(key) {
+      await db.signingKey.create({ data: { ...key, privateKeyEnc: new Uint8Array(key.privateKeyEnc) } });
+    },
+    async retireSigningKeys(createdBefore, at) {
+      await db.signingKey.updateMany({ where: { retiredAt: null, createdAt: { lt: createdBefore } }, data: { retiredAt: at } });
+    },
+
+    async recordLoginFailure(failure) {
+      await db.$executeRaw`
+        INSERT INTO "LoginFailure" ("id", "organizationId", "identifier", "createdAt")
+        VALUES (${failure.id}, ${failure.organizationId}, ${failure.identifierHash}, ${failure.createdAt})`;
+    },
+    async recentLoginFailures(organizationId, identifierHash, since, limit) {
+      const rows = await db.$queryRaw<{ createdAt: Date }[]>`
+        SELECT "createdAt" FROM "LoginFailure"
+        WHERE "organizationId" = ${organizationId} AND "identifier" = ${identifierHash} AND "createdAt" >= ${since}
+        ORDER BY "createdAt" DESC LIMIT ${limit}`;
+      return rows.map((row) => row.createdAt);
+    },
+    async clearLoginFailures(organizationId, identifierHash) {
+      await db.loginFailure.deleteMany({ where: { organizationId, identifier: identifierHash } });
+    },
+
+    async hitRateCounter(key, windowStart) {
+      // One row per key and window, counted by one INSERT ... ON CONFLICT DO
+      // UPDATE (same statement on SQLite and PostgreSQL): concurrent hits on
+      // any instance all count.
+      const id = `${key}@${windowStart.getTime()}`;
+      const rows = await db.$queryRaw<{ count: number | bigint }[]>`
+        INSERT INTO "RateCounter" ("key", "windowStart", "count") VALUES (${id}, ${windowStart}, 1)
+        ON CONFLICT ("key") DO UPDATE SET "count" = "RateCounter"."count" + 1
+        RETURNING "count"`;
+      return Number(rows[0]?.count ?? 0);
+    },
+    async prune(countersBefore, failuresBefore) {
+      await db.rateCounter.deleteMany({ where: { windowStart: { lt: countersBefore } } });
+      await db.loginFailure.deleteMany({ where: { createdAt: { lt: failuresBefore } } });
+    },
+  };
+}
