@@ -1,0 +1,234 @@
+import type { Db, Tx } from "./database.js";
+import { isUniqueViolation, uniquely } from "./errors.js";
+
+export type CeremonyKind = "register" | "login" | "add_passkey";
+
+/** A WebAuthn ceremony in progress: its challenge lives here, never in the client. */
+export interface CeremonyRecord {
+  id: string;
+  organizationId: string;
+  kind: CeremonyKind;
+  /** base64url challenge sent in the options. */
+  challenge: string;
+  /** register: the id the new identity will get; add_passkey: the identity; login: the identity of the identifier, if any. */
+  identityId: string | null;
+  /** register and login by identifier: the normalised identifier. */
+  identifier: string | null;
+  displayName: string | null;
+  createdAt: Date;
+  expiresAt: Date;
+  usedAt: Date | null;
+}
+
+export interface PasskeyRecord {
+  /** Credential id, base64url. */
+  id: string;
+  organizationId: string;
+  identityId: string;
+  /** COSE public key. */
+  publicKey: Uint8Array;
+  /** Signature counter last seen (0 when the authenticator keeps none). */
+  counter: number;
+  transports: string[];
+  /** "singleDevice" or "multiDevice" (backup eligible). */
+  deviceType: string;
+  backedUp: boolean;
+  aaguid: string;
+  name: string | null;
+  createdAt: Date;
+  lastUsedAt: Date | null;
+}
+
+/** A passkey as an allowCredentials / excludeCredentials entry. */
+export interface PasskeyDescriptor {
+  id: string;
+  transports: string[];
+}
+
+/**
+ * Passkeys and WebAuthn ceremonies. Every query filters on organizationId;
+ * a store made from a transaction client joins that transaction.
+ */
+export interface PasskeyStore {
+  createCeremony(ceremony: Omit<CeremonyRecord, "usedAt">): Promise<void>;
+  findCeremony(organizationId: string, id: string): Promise<CeremonyRecord | null>;
+  /**
+   * Spends a ceremony with ONE conditional update (right organisation and kind,
+   * unused, unexpired at `at`) and returns it; null when the update matched
+   * nothing. Of any number of concurrent calls, on any number of instances,
+   * exactly one gets the ceremony.
+   */
+  spendCeremony(organizationId: string, id: string, kind: CeremonyKind, at: Date): Promise<CeremonyRecord | null>;
+  /** Deletes ceremonies that expired before `before`. */
+  pruneCeremonies(before: Date): Promise<void>;
+
+  /** The identity of an identifier and its passkeys, in one query (identityId null when unknown). */
+  findLoginCandidates(organizationId: string, identifier: string): Promise<{ identityId: string | null; passkeys: PasskeyDescriptor[] }>;
+  listPasskeys(organizationId: string, identityId: string): Promise<PasskeyRecord[]>;
+  countPasskeys(organizationId: string, identityId: string): Promise<number>;
+  findPasskey(organizationId: string, id: string): Promise<PasskeyRecord | null>;
+  /** already_exists (passkey_exists) when the credential id is registered anywhere. */
+  createPasskey(passkey: PasskeyRecord): Promise<void>;
+  /**
+   * Records a sign-in with ONE conditional update that also enforces the
+   * counter rule (WebAuthn 6.1.1): the new counter must exceed the stored one,
+   * unless both are 0. False when the update matched nothing.
+   */
+  recordPasskeyUse(
+    organizationId: string,
+    id: string,
+    use: { counter: number; backedUp: boolean; deviceType: string; at: Date },
+  ): Promise<boolean>;
+  removePasskey(organizationId: string, identityId: string, id: string): Promise<boolean>;
+
+  /**
+   * Locks an identity's row for the rest of the transaction (a no-op write:
+   * a row lock on PostgreSQL, the write lock on SQLite) so that concurrent
+   * additions of passkeys to one identity run one after the other. False when
+   * the identity does not exist.
+   */
+  lockIdentity(organizationId: string, identityId: string): Promise<boolean>;
+
+  /** An installation-wide value under `key`; the first caller's `initial` wins, also under concurrency. */
+  findOrCreateSystemValue(key: string, initial: () => string): Promise<string>;
+}
+
+type PasskeyRow = Omit<PasskeyRecord, "counter" | "transports" | "publicKey"> & {
+  counter: bigint | number;
+  transports: string;
+  publicKey: Uint8Array;
+};
+
+function toPasskey(row: PasskeyRow): PasskeyRecord {
+  return {
+    ...row,
+    publicKey: new Uint8Array(row.publicKey),
+    counter: Number(row.counter),
+    transports: parseTransports(row.transports),
+  };
+}
+
+function parseTransports(text: string): string[] {
+  try {
+    const value: unknown = JSON.parse(text);
+    return Array.isArray(value) ? value.filter((t): t is string => typeof t === "string") : [];
+  } catch {
+    return [];
+  }
+}
+
+function toCeremony(row: Omit<CeremonyRecord, "kind"> & { kind: string }): CeremonyRecord {
+  return { ...row, kind: row.kind as CeremonyKind };
+}
+
+const ceremonySelect = {
+  id: true,
+  organizationId: true,
+  kind: true,
+  challenge: true,
+  identityId: true,
+  identifier: true,
+  displayName: true,
+  createdAt: true,
+  expiresAt: true,
+  usedAt: true,
+} as const;
+
+export function createPasskeyStore(db: Db | Tx): PasskeyStore {
+  return {
+    async createCeremony(ceremony) {
+      await db.ceremony.create({ data: ceremony });
+    },
+    async findCeremony(organizationId, id) {
+      const row = await db.ceremony.findFirst({ where: { id, organizationId }, select: ceremonySelect });
+      return row ? toCeremony(row) : null;
+    },
+    async spendCeremony(organizationId, id, kind, at) {
+      // The one conditional update that makes a ceremony single-use.
+      const { count } = await db.ceremony.updateMany({
+        where: { id, organizationId, kind, usedAt: null, expiresAt: { gt: at } },
+        data: { usedAt: at },
+      });
+      if (count !== 1) return null;
+      const row = await db.ceremony.findFirst({ where: { id, organizationId }, select: ceremonySelect });
+      return row ? toCeremony(row) : null;
+    },
+    async pruneCeremonies(before) {
+      await db.ceremony.deleteMany({ where: { expiresAt: { lt: before } } });
+    },
+
+    async findLoginCandidates(organizationId, identifier) {
+      const rows = await db.$queryRaw<{ identityId: string | null; passkeyId: string | null; transports: string | null }[]>`
+        SELECT i."id" AS "identityId", p."id" AS "passkeyId", p."transports" AS "transports"
+        FROM (SELECT 1 AS "anchor") AS "anchor"
+        LEFT JOIN "Identity" i ON i."organizationId" = ${organizationId} AND i."identifier" = ${identifier}
+        LEFT JOIN "Passkey" p ON p."organizationId" = i."organizationId" AND p."identityId" = i."id"
+        ORDER BY p."createdAt" ASC, p."id" ASC`;
+      const identityId = rows[0]?.identityId ?? null;
+      const passkeys = rows.flatMap((row) =>
+        row.passkeyId === null ? [] : [{ id: row.passkeyId, transports: parseTransports(row.transports ?? "[]") }],
+      );
+      return { identityId, passkeys };
+    },
+    async listPasskeys(organizationId, identityId) {
+      const rows = await db.passkey.findMany({ where: { organizationId, identityId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+      return rows.map(toPasskey);
+    },
+    countPasskeys: (organizationId, identityId) => db.passkey.count({ where: { organizationId, identityId } }),
+    async findPasskey(organizationId, id) {
+      const row = await db.passkey.findFirst({ where: { id, organizationId } });
+      return row ? toPasskey(row) : null;
+    },
+    async createPasskey(passkey) {
+      await uniquely(
+        () =>
+          db.passkey.create({
+            data: {
+              ...passkey,
+              publicKey: new Uint8Array(passkey.publicKey),
+              counter: BigInt(passkey.counter),
+              transports: JSON.stringify(passkey.transports),
+            },
+          }),
+        "passkey_exists",
+        "this passkey is already registered",
+      );
+    },
+    async recordPasskeyUse(organizationId, id, use) {
+      const counter = BigInt(use.counter);
+      const { count } = await db.passkey.updateMany({
+        where: {
+          id,
+          organizationId,
+          ...(use.counter === 0 ? { counter: 0n } : { counter: { lt: counter } }),
+        },
+        data: { counter, backedUp: use.backedUp, deviceType: use.deviceType, lastUsedAt: use.at },
+      });
+      return count === 1;
+    },
+    async removePasskey(organizationId, identityId, id) {
+      const { count } = await db.passkey.deleteMany({ where: { id, organizationId, identityId } });
+      return count === 1;
+    },
+
+    async lockIdentity(organizationId, identityId) {
+      const count = await db.$executeRaw`
+        UPDATE "Identity" SET "identifier" = "identifier" WHERE "id" = ${identityId} AND "organizationId" = ${organizationId}`;
+      return count === 1;
+    },
+
+    async findOrCreateSystemValue(key, initial) {
+      const found = await db.systemState.findUnique({ where: { key }, select: { value: true } });
+      if (found) return found.value;
+      try {
+        await db.systemState.create({ data: { key, value: initial() } });
+      } catch (error) {
+        // Another instance created it first (unique key): read the winner below.
+        if (!isUniqueViolation(error)) throw error;
+      }
+      const winner = await db.systemState.findUnique({ where: { key }, select: { value: true } });
+      if (!winner) throw new Error(`system value ${key} could not be stored`);
+      return winner.value;
+    },
+  };
+}
