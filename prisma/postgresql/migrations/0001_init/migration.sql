@@ -301,14 +301,14 @@ CREATE TABLE "RateCounter" (
 
 -- CreateTable
 CREATE TABLE "Plant" (
-    "id" BIGINT NOT NULL,
     "organizationId" TEXT NOT NULL,
+    "id" BIGINT NOT NULL,
     "identityId" TEXT NOT NULL,
     "name" TEXT NOT NULL,
     "tag" TEXT,
     "createdAt" TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
 
-    CONSTRAINT "Plant_pkey" PRIMARY KEY ("id")
+    CONSTRAINT "Plant_pkey" PRIMARY KEY ("organizationId","id")
 );
 
 -- CreateIndex

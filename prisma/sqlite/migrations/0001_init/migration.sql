@@ -266,12 +266,14 @@ CREATE TABLE "RateCounter" (
 
 -- CreateTable
 CREATE TABLE "Plant" (
-    "id" BIGINT NOT NULL PRIMARY KEY,
     "organizationId" TEXT NOT NULL,
+    "id" BIGINT NOT NULL,
     "identityId" TEXT NOT NULL,
     "name" TEXT NOT NULL,
     "tag" TEXT,
-    "createdAt" DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP
+    "createdAt" DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP,
+
+    PRIMARY KEY ("organizationId", "id")
 );
 
 -- CreateIndex
