@@ -1,0 +1,131 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { DomainError, invalidArgument, type Violation } from "../domain/errors.js";
+import { toConnectError, type ErrorLogger } from "../interceptors/errors.js";
+import { restStatusOf } from "../rest/status.js";
+import { mediaTypeOf, readBody } from "../server/http-body.js";
+import type { ExtraRoute } from "../server/http-server.js";
+import { headerReader } from "../server/invoke-unary.js";
+import { writeConnectError } from "../server/write-error.js";
+import type { OperatorSessions, StartedSession } from "./operator-sessions.js";
+import { checkSameOrigin } from "./request-guard.js";
+import { clearedSessionCookie, readSessionCookie, sessionCookie } from "./session-cookie.js";
+
+export interface DashboardAuthRoutesDeps {
+  sessions: OperatorSessions;
+  publicUrl: string;
+  logError: ErrorLogger;
+}
+
+/** Bodies of these endpoints are a few short fields. */
+const maxBodyBytes = 16 * 1024;
+
+type Action = "setup/inspect" | "setup" | "sign-in" | "sign-out";
+const actions = new Set<string>(["setup/inspect", "setup", "sign-in", "sign-out"]);
+const prefix = "/dashboard/auth/";
+
+/**
+ * The dashboard's cookie endpoints, outside DashboardService because they run
+ * before there is a session (every DashboardService RPC needs one):
+ *
+ * - `POST /dashboard/auth/setup/inspect` `{token}` -> `{email, display_name}`
+ * - `POST /dashboard/auth/setup` `{token, email, display_name, password}` -> `{account_id, expires_at}` + session cookie
+ * - `POST /dashboard/auth/sign-in` `{email, password}` -> `{account_id, expires_at}` + session cookie
+ * - `POST /dashboard/auth/sign-out` -> `{}` and the cookie removed
+ *
+ * Each needs JSON, the `X-Gatehouse-Dashboard: 1` header and an `Origin` of
+ * PUBLIC_URL (no login CSRF); errors have the Connect JSON error body.
+ */
+export function createDashboardAuthRoute(deps: DashboardAuthRoutesDeps): ExtraRoute {
+  const origin = new URL(deps.publicUrl).origin;
+
+  async function run(action: Action, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const refused = checkSameOrigin(headerReader(req.headers), origin);
+    if (refused) {
+      req.resume();
+      throw refused;
+    }
+    if (action === "sign-out") {
+      req.resume();
+      await deps.sessions.signOut(readSessionCookie(headerReader(req.headers).get("cookie"), deps.publicUrl));
+      return answer(res, 200, {}, clearedSessionCookie(deps.publicUrl));
+    }
+    const body = await readJson(req);
+    if (action === "setup/inspect") {
+      const found = await deps.sessions.inspectSetupLink({ token: text(body, "token") });
+      return answer(res, 200, { email: found.email, display_name: found.displayName });
+    }
+    let started: StartedSession;
+    if (action === "setup") {
+      started = await deps.sessions.setUp({
+        token: text(body, "token"),
+        email: text(body, "email"),
+        displayName: text(body, "display_name"),
+        password: text(body, "password"),
+      });
+    } else {
+      started = await deps.sessions.signIn({ email: text(body, "email"), password: text(body, "password") });
+    }
+    const maxAge = deps.sessions.lifetimes.maxSeconds;
+    return answer(
+      res,
+      200,
+      { account_id: started.accountId, expires_at: started.expiresAt.toISOString() },
+      sessionCookie(started.token, deps.publicUrl, maxAge),
+    );
+  }
+
+  return {
+    label: "/dashboard/auth",
+    matches: (method, path) => method === "POST" && path.startsWith(prefix) && actions.has(path.slice(prefix.length)),
+    async handle(req, res, url) {
+      const action = url.pathname.slice(prefix.length) as Action;
+      try {
+        await run(action, req, res);
+      } catch (error) {
+        const connectError = toConnectError(error, `dashboard/auth/${action}`, deps.logError);
+        writeConnectError(res, connectError, restStatusOf(connectError), new Headers({ "cache-control": "no-store" }));
+      }
+    },
+  };
+}
+
+async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {
+  if (mediaTypeOf(req.headers["content-type"]) !== "application/json") {
+    req.resume();
+    throw new DomainError("invalid_argument", "unsupported_media_type", "send the request body as JSON (Content-Type: application/json)");
+  }
+  const raw = await readBody(req, maxBodyBytes);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw.toString("utf8"));
+  } catch {
+    throw invalidArgument([{ field: "body", description: "is not valid JSON" }]);
+  }
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+    throw invalidArgument([{ field: "body", description: "must be a JSON object" }]);
+  }
+  const body = parsed as Record<string, unknown>;
+  const violations: Violation[] = [];
+  for (const [key, value] of Object.entries(body)) {
+    if (typeof value !== "string") violations.push({ field: key, description: "must be a string" });
+  }
+  if (violations.length > 0) throw invalidArgument(violations);
+  return body;
+}
+
+function text(body: Record<string, unknown>, field: string): string {
+  const value = body[field];
+  return typeof value === "string" ? value : "";
+}
+
+function answer(res: ServerResponse, status: number, body: unknown, cookie?: string): void {
+  const payload = JSON.stringify(body);
+  const headers: Record<string, string | number> = {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(payload),
+    "cache-control": "no-store",
+  };
+  if (cookie) headers["set-cookie"] = cookie;
+  res.writeHead(status, headers);
+  res.end(payload);
+}

@@ -1,0 +1,67 @@
+import type { AppDeps } from "../app-deps.js";
+import { createPasswordHasher, type PasswordHasher } from "../domain/identity/password-hasher.js";
+import type { ErrorLogger } from "../interceptors/errors.js";
+import type { DashboardAuthenticator } from "../interceptors/auth.js";
+import type { ExtraRoute } from "../server/http-server.js";
+import { createDashboardStore } from "../storage/dashboard-store.js";
+import { createIdentityStore } from "../storage/identity-store.js";
+import { createTenancyStore } from "../storage/tenancy-store.js";
+import { createDashboardAuthRoute } from "./auth-routes.js";
+import { createMembers, type Members } from "./members.js";
+import { createOperatorSessions, type OperatorSessions, type SessionLifetimes } from "./operator-sessions.js";
+import { createDashboardStaticRoute } from "./static-route.js";
+
+/** The server side of the dashboard: operator sessions, members, the cookie authenticator and its HTTP routes. */
+export interface Dashboard {
+  sessions: OperatorSessions;
+  members: Members;
+  /** The auth interceptor's hook for RPCs that accept CREDENTIAL_DASHBOARD_SESSION. */
+  authenticate: DashboardAuthenticator;
+  /** `/dashboard/auth/*` (sign-in, setup, sign-out) and the UI's pages and assets. */
+  routes: ExtraRoute[];
+}
+
+export interface DashboardOptions {
+  logError: ErrorLogger;
+  /** argon2id hasher (default: OWASP parameters, one hash per core at a time). */
+  hasher?: PasswordHasher;
+  lifetimes?: SessionLifetimes;
+}
+
+export function createDashboard(
+  deps: Pick<AppDeps, "config" | "database" | "clock" | "random" | "logger">,
+  options: DashboardOptions,
+): Dashboard {
+  const { database } = deps;
+  const store = createDashboardStore(database.client);
+  const tenancyStore = createTenancyStore(database.client);
+  const identityStore = createIdentityStore(database.client);
+  const sessions = createOperatorSessions({
+    store,
+    transaction: (fn) => database.transaction((tx) => fn(createDashboardStore(tx))),
+    findRole: (organizationId, accountId) => tenancyStore.findRole(organizationId, accountId),
+    hitRateCounter: (key, windowStart) => identityStore.hitRateCounter(key, windowStart),
+    hasher: options.hasher ?? createPasswordHasher(),
+    clock: deps.clock,
+    random: deps.random,
+    publicUrl: deps.config.publicUrl,
+    ...(options.lifetimes ? { lifetimes: options.lifetimes } : {}),
+    onTouchError: (error) => deps.logger.warn({ err: error }, "could not record dashboard session use"),
+  });
+  const members = createMembers({
+    store,
+    transaction: (fn) => database.transaction((tx) => fn({ dashboard: createDashboardStore(tx), tenancy: createTenancyStore(tx) })),
+    clock: deps.clock,
+    random: deps.random,
+    publicUrl: deps.config.publicUrl,
+  });
+  return {
+    sessions,
+    members,
+    authenticate: (header, organizationId) => sessions.authenticate(header, organizationId),
+    routes: [
+      createDashboardAuthRoute({ sessions, publicUrl: deps.config.publicUrl, logError: options.logError }),
+      createDashboardStaticRoute(),
+    ],
+  };
+}

@@ -1,0 +1,280 @@
+import { randomUUID } from "node:crypto";
+import { hashToken, newOpaqueToken, systemRandom, type RandomSource } from "../crypto/tokens.js";
+import type { Clock } from "../domain/clock.js";
+import { DomainError, invalidArgument, type Violation } from "../domain/errors.js";
+import { normalizeIdentifier } from "../domain/identity/identifiers.js";
+import type { PasswordHasher } from "../domain/identity/password-hasher.js";
+import { checkNewPassword } from "../domain/identity/password-policy.js";
+import type { Principal } from "../interceptors/auth.js";
+import type { DashboardStore, OperatorAccountRecord, OperatorSessionRecord } from "../storage/dashboard-store.js";
+import type { Role } from "../storage/tenancy-store.js";
+import { checkSameOrigin, type HeaderReader } from "./request-guard.js";
+import { readSessionCookie } from "./session-cookie.js";
+
+/** How long a dashboard session lasts without a request, and at most. */
+export interface SessionLifetimes {
+  idleSeconds: number;
+  maxSeconds: number;
+}
+
+/**
+ * OWASP Session Management Cheat Sheet: "Common idle timeouts ranges are 2-5
+ * minutes for high-value applications and 15-30 minutes for low risk
+ * applications"; an absolute timeout bounds a stolen cookie's use.
+ */
+export const defaultSessionLifetimes: SessionLifetimes = { idleSeconds: 30 * 60, maxSeconds: 12 * 3600 };
+
+/** lastSeenAt is written at most this often (a write per request would be wasted). */
+const touchResolutionMs = 60_000;
+/** Sign-in attempts per e-mail address in a window, whatever their outcome. */
+const signInLimit = { attempts: 10, windowMs: 15 * 60_000 };
+const maxDisplayName = 100;
+const maxEmail = 254;
+
+export type DashboardPrincipal = Extract<Principal, { kind: "dashboard" }>;
+
+export interface OperatorSessionsDeps {
+  store: DashboardStore;
+  /** Runs fn with a store bound to one transaction. */
+  transaction<T>(fn: (store: DashboardStore) => Promise<T>): Promise<T>;
+  /** The role of an account in an organisation (null: not a member). */
+  findRole(organizationId: string, accountId: string): Promise<Role | null>;
+  /** Adds a hit to a fixed-window counter shared by every instance; returns the window's count. */
+  hitRateCounter(key: string, windowStart: Date): Promise<number>;
+  hasher: PasswordHasher;
+  clock: Clock;
+  random?: RandomSource;
+  /** PUBLIC_URL: the only origin whose pages may use the dashboard. */
+  publicUrl: string;
+  lifetimes?: SessionLifetimes;
+  /** Called when recording a session's last use fails; never fails the request. */
+  onTouchError?: (error: unknown) => void;
+}
+
+/** A session just started: the cookie value is returned once, only its hash is stored. */
+export interface StartedSession {
+  token: string;
+  accountId: string;
+  expiresAt: Date;
+}
+
+function unauthenticated(reason: string, message: string): DomainError {
+  return new DomainError("unauthenticated", reason, message);
+}
+
+const signInAgain = () => unauthenticated("dashboard_session_missing", "sign in to the dashboard first (no live dashboard session)");
+
+/** Reads an e-mail address of a form: NFKC, trimmed, lower-cased (as identifiers are), adding violations under `field`. */
+export function readEmail(raw: string, field: string, violations: Violation[]): string {
+  const email = normalizeIdentifier(raw);
+  if (email.length === 0) violations.push({ field, description: "is required" });
+  else if (email.length > maxEmail || !/^[^\s@]+@[^\s@]+\.[^\s@]+$/u.test(email)) {
+    violations.push({ field, description: "must be an e-mail address such as ops@example.com" });
+  } else if (email.endsWith(".invalid")) {
+    violations.push({ field, description: "must be a real e-mail address (.invalid addresses are placeholders)" });
+  }
+  return email;
+}
+
+/** Reads a display name: trimmed, 1 to 100 characters. */
+export function readDisplayName(raw: string, field: string, violations: Violation[]): string {
+  const name = raw.normalize("NFKC").trim();
+  if (name.length === 0) violations.push({ field, description: "is required" });
+  else if ([...name].length > maxDisplayName) violations.push({ field, description: `must be at most ${maxDisplayName} characters` });
+  else if (/\p{Cc}/u.test(name)) violations.push({ field, description: "must not contain control characters" });
+  return name;
+}
+
+/**
+ * Operators' dashboard sessions: the one-time setup of an account, password
+ * sign-in, sign-out, and the cookie check every dashboard RPC runs (the
+ * DashboardAuthenticator of the auth interceptor).
+ */
+export function createOperatorSessions(deps: OperatorSessionsDeps) {
+  const random = deps.random ?? systemRandom;
+  const lifetimes = deps.lifetimes ?? defaultSessionLifetimes;
+  const expectedOrigin = new URL(deps.publicUrl).origin;
+
+  async function startSession(store: DashboardStore, accountId: string): Promise<StartedSession> {
+    const token = newOpaqueToken(random);
+    const now = deps.clock();
+    const expiresAt = new Date(now.getTime() + lifetimes.maxSeconds * 1000);
+    await store.createSession({ id: randomUUID(), accountId, hash: hashToken(token), createdAt: now, lastSeenAt: now, expiresAt });
+    return { token, accountId, expiresAt };
+  }
+
+  /** Why a stored session no longer counts, or null while it is live. */
+  function deadReason(session: OperatorSessionRecord, now: Date): string | null {
+    if (session.revokedAt !== null) return "signed out";
+    if (session.expiresAt.getTime() <= now.getTime()) return "expired";
+    if (session.lastSeenAt.getTime() + lifetimes.idleSeconds * 1000 <= now.getTime()) return "idle too long";
+    return null;
+  }
+
+  /** The live session and enabled person account of a cookie value. */
+  async function liveSession(token: string | null): Promise<{ session: OperatorSessionRecord; account: OperatorAccountRecord }> {
+    if (token === null) throw signInAgain();
+    const session = await deps.store.findSessionByHash(hashToken(token));
+    const now = deps.clock();
+    if (!session) throw unauthenticated("dashboard_session_unknown", "this dashboard session does not exist: sign in again");
+    const dead = deadReason(session, now);
+    if (dead) throw unauthenticated("dashboard_session_expired", `this dashboard session has ended (${dead}): sign in again`);
+    const account = await deps.store.findAccount(session.accountId);
+    if (account?.kind !== "person" || account.disabledAt !== null) {
+      throw unauthenticated("dashboard_session_expired", "this dashboard session's account is disabled");
+    }
+    return { session, account };
+  }
+
+  async function findUsableToken(token: string) {
+    const found = await deps.store.findSetupToken(hashToken(token));
+    if (!found) throw new DomainError("not_found", "setup_link_not_found", "this setup link does not exist: ask an admin for a new one");
+    const now = deps.clock();
+    if (found.usedAt !== null) {
+      throw new DomainError(
+        "failed_precondition",
+        "setup_link_used",
+        "this setup link has already been used: sign in, or ask an admin for a new one",
+      );
+    }
+    if (found.expiresAt.getTime() <= now.getTime()) {
+      throw new DomainError("failed_precondition", "setup_link_expired", "this setup link has expired: ask an admin for a new one");
+    }
+    const account = await deps.store.findAccount(found.accountId);
+    if (account?.kind !== "person" || account.disabledAt !== null) {
+      throw new DomainError("not_found", "setup_link_not_found", "this setup link's account no longer exists");
+    }
+    return { found, account };
+  }
+
+  return {
+    lifetimes,
+
+    /** What a setup link is for, without spending it: the invited e-mail (empty for the owner's placeholder) and name. */
+    async inspectSetupLink(input: { token: string }): Promise<{ email: string; displayName: string }> {
+      const token = input.token.trim();
+      if (token.length === 0) throw invalidArgument([{ field: "token", description: "is required" }]);
+      const { account } = await findUsableToken(token);
+      return { email: account.email.endsWith(".invalid") ? "" : account.email, displayName: account.displayName };
+    },
+
+    /**
+     * Sets up an account from its one-time link: e-mail, name and password
+     * (argon2id), then signs it in. Of concurrent uses of one link exactly one succeeds.
+     */
+    async setUp(input: { token: string; email: string; displayName: string; password: string }): Promise<StartedSession> {
+      const violations: Violation[] = [];
+      const token = input.token.trim();
+      if (token.length === 0) violations.push({ field: "token", description: "is required" });
+      const email = readEmail(input.email, "email", violations);
+      const displayName = readDisplayName(input.displayName, "display_name", violations);
+      await checkNewPassword(input.password, "password", violations);
+      if (violations.length > 0) throw invalidArgument(violations);
+      const { account } = await findUsableToken(token);
+      const passwordHash = await deps.hasher.hash(input.password);
+      return deps.transaction(async (store) => {
+        const now = deps.clock();
+        if (!(await store.spendSetupToken(hashToken(token), now))) {
+          throw new DomainError(
+            "failed_precondition",
+            "setup_link_used",
+            "this setup link has just been used or has expired: sign in, or ask an admin for a new one",
+          );
+        }
+        await store.setUpAccount(account.id, { email, displayName, passwordHash });
+        return startSession(store, account.id);
+      });
+    },
+
+    /**
+     * Password sign-in. An unknown e-mail and a wrong password answer the same
+     * 401 after the same work (a dummy hash is verified).
+     */
+    async signIn(input: { email: string; password: string }): Promise<StartedSession> {
+      const violations: Violation[] = [];
+      const email = normalizeIdentifier(input.email);
+      if (email.length === 0) violations.push({ field: "email", description: "is required" });
+      if (input.password.length === 0) violations.push({ field: "password", description: "is required" });
+      if (violations.length > 0) throw invalidArgument(violations);
+      const now = deps.clock();
+      const windowStart = new Date(now.getTime() - (now.getTime() % signInLimit.windowMs));
+      const attempts = await deps.hitRateCounter(`dashboard-sign-in:${hashToken(email)}`, windowStart);
+      if (attempts > signInLimit.attempts) {
+        const seconds = Math.max(1, Math.ceil((windowStart.getTime() + signInLimit.windowMs - now.getTime()) / 1000));
+        throw new DomainError(
+          "resource_exhausted",
+          "too_many_attempts",
+          `too many sign-in attempts for this e-mail address; try again in ${seconds} s`,
+          [],
+          seconds,
+        );
+      }
+      const account = await deps.store.findAccountByEmail(email);
+      const usable = account && account.kind === "person" && account.disabledAt === null ? account : null;
+      const check = await deps.hasher.verify(usable?.passwordHash ?? null, input.password);
+      if (!check.ok || !usable) throw unauthenticated("invalid_credentials", "the e-mail address or the password is wrong");
+      if (check.needsRehash) await deps.store.setPasswordHash(usable.id, await deps.hasher.hash(input.password));
+      return startSession(deps.store, usable.id);
+    },
+
+    /** Ends the session of a cookie value (nothing to do when there is none). */
+    async signOut(token: string | null): Promise<void> {
+      if (token === null) return;
+      const session = await deps.store.findSessionByHash(hashToken(token));
+      if (session) await deps.store.revokeSession(session.id, deps.clock());
+    },
+
+    /** The signed-in operator's account, organisations and session times (for GetOperatorSession). */
+    async describe(principal: DashboardPrincipal) {
+      const [account, organizations, session] = await Promise.all([
+        deps.store.findAccount(principal.accountId),
+        deps.store.listOrganizationsOf(principal.accountId),
+        deps.store.findSession(principal.sessionId),
+      ]);
+      if (!account || !session) throw signInAgain();
+      const idleEnds = session.lastSeenAt.getTime() + lifetimes.idleSeconds * 1000;
+      return {
+        account,
+        organizations,
+        idleExpiresAt: new Date(Math.min(idleEnds, session.expiresAt.getTime())),
+        expiresAt: session.expiresAt,
+      };
+    },
+
+    /**
+     * The DashboardAuthenticator: a live session cookie (else 401), a request
+     * from a page of PUBLIC_URL's origin with the dashboard header (else 403),
+     * and membership of the organisation the request names (else 404).
+     */
+    async authenticate(header: HeaderReader, organizationId: string | undefined): Promise<DashboardPrincipal> {
+      const { session, account } = await liveSession(readSessionCookie(header.get("cookie"), deps.publicUrl));
+      const forged = checkSameOrigin(header, expectedOrigin);
+      if (forged) throw forged;
+      const now = deps.clock();
+      if (now.getTime() - session.lastSeenAt.getTime() >= touchResolutionMs) {
+        deps.store.touchSession(session.id, now).catch((error: unknown) => deps.onTouchError?.(error));
+      }
+      const base = {
+        kind: "dashboard" as const,
+        accountId: account.id,
+        sessionId: session.id,
+        actor: `${account.displayName} <${account.email}> (dashboard)`,
+      };
+      // RPCs that name no organisation (GetOperatorSession) act on the account alone.
+      if (organizationId === undefined) return { ...base, organizationId: "", role: "member" };
+      if (organizationId.trim() === "")
+        throw invalidArgument([{ field: "organization_id", description: "is required" }], "organization_missing");
+      const role = await deps.findRole(organizationId, account.id);
+      if (role === null) {
+        throw new DomainError(
+          "not_found",
+          "organization_not_found",
+          `organisation "${organizationId}" does not exist or you are not a member of it`,
+        );
+      }
+      return { ...base, organizationId, role };
+    },
+  };
+}
+
+export type OperatorSessions = ReturnType<typeof createOperatorSessions>;

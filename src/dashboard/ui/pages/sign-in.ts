@@ -1,0 +1,154 @@
+import { postAuth } from "../client.js";
+import { field, h, input, replace, statusRegion } from "../dom.js";
+import { clearErrors, showProblem } from "../forms.js";
+
+function standalone(title: string, ...content: (Node | null)[]): HTMLElement {
+  return h(
+    "main",
+    { class: "standalone", id: "main" },
+    h("p", { class: "brand" }, "Gatehouse"),
+    h("h1", { tabindex: "-1" }, title),
+    ...content,
+  );
+}
+
+/** Password sign-in of an operator. */
+export function renderSignIn(root: HTMLElement, options: { notice: string | null; onSignedIn(): void }): void {
+  const status = statusRegion();
+  const email = field("E-mail address", input({ type: "email", autocomplete: "username", required: true }), { name: "email" });
+  const password = field("Password", input({ type: "password", autocomplete: "current-password", required: true }), { name: "password" });
+  const fields = { email, password };
+  const submit = h("button", { type: "submit", class: "primary" }, "Sign in");
+  const form = h("form", { novalidate: true }, email.wrapper, password.wrapper, submit, status.element);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    clearErrors(fields);
+    status.show("Signing in…");
+    submit.disabled = true;
+    try {
+      await postAuth("sign-in", { email: email.control.value, password: password.control.value });
+      options.onSignedIn();
+    } catch (error) {
+      showProblem(error, fields, status);
+      password.control.value = "";
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  replace(
+    root,
+    standalone(
+      "Sign in to the dashboard",
+      options.notice ? h("p", { class: "status status-info", role: "status" }, options.notice) : null,
+      form,
+    ),
+  );
+  email.control.focus();
+}
+
+/**
+ * The one-time setup link (`/dashboard/setup#token=...`): the operator chooses
+ * their e-mail address, name and password and is signed in. The token travels
+ * in the fragment, which browsers never send to servers or in Referer headers,
+ * and is removed from the address bar at once.
+ */
+export async function renderSetup(root: HTMLElement, options: { navigate(path: string): void }): Promise<void> {
+  const token = new URLSearchParams(location.hash.slice(1)).get("token") ?? sessionStorage.getItem("gatehouse-setup-token") ?? "";
+  if (location.hash) {
+    sessionStorage.setItem("gatehouse-setup-token", token);
+    history.replaceState(null, "", location.pathname);
+  }
+  const status = statusRegion();
+  if (token === "") {
+    replace(
+      root,
+      standalone(
+        "Set up your account",
+        h(
+          "p",
+          { role: "alert" },
+          "This page needs the one-time setup link that ",
+          h("code", {}, "gatehouse init"),
+          " printed or that an admin gave you.",
+        ),
+      ),
+    );
+    return;
+  }
+  let invited = { email: "", display_name: "" };
+  try {
+    invited = await postAuth<{ email: string; display_name: string }>("setup/inspect", { token });
+  } catch (error) {
+    const problem = showProblem(error, {}, status);
+    replace(
+      root,
+      standalone(
+        "Set up your account",
+        h("p", { role: "alert", class: "status status-error" }, problem.message),
+        h("p", {}, h("a", { href: "/dashboard/sign-in" }, "Go to sign-in")),
+      ),
+    );
+    return;
+  }
+  const email = field("E-mail address", input({ type: "email", autocomplete: "username", required: true, value: invited.email }), {
+    name: "email",
+    hint: "You sign in with it.",
+  });
+  const displayName = field(
+    "Your name",
+    input({ autocomplete: "name", required: true, value: invited.display_name === "Owner" ? "" : invited.display_name }),
+    {
+      name: "display_name",
+      hint: "Shown in the dashboard and in audit trails.",
+    },
+  );
+  const password = field("Password", input({ type: "password", autocomplete: "new-password", required: true }), {
+    name: "password",
+    hint: "8 to 128 characters; not a common password.",
+  });
+  const confirm = field("Repeat the password", input({ type: "password", autocomplete: "new-password", required: true }), {
+    name: "confirm",
+  });
+  const fields = { email, display_name: displayName, password, confirm };
+  const submit = h("button", { type: "submit", class: "primary" }, "Set up and sign in");
+  const form = h(
+    "form",
+    { novalidate: true },
+    email.wrapper,
+    displayName.wrapper,
+    password.wrapper,
+    confirm.wrapper,
+    submit,
+    status.element,
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    clearErrors(fields);
+    if (password.control.value !== confirm.control.value) {
+      confirm.setError("does not match the password");
+      confirm.control.focus();
+      return;
+    }
+    submit.disabled = true;
+    status.show("Setting up…");
+    try {
+      await postAuth("setup", {
+        token,
+        email: email.control.value,
+        display_name: displayName.control.value,
+        password: password.control.value,
+      });
+      sessionStorage.removeItem("gatehouse-setup-token");
+      options.navigate("/dashboard/api-keys");
+    } catch (error) {
+      showProblem(error, fields, status);
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  replace(
+    root,
+    standalone("Set up your account", h("p", {}, "This link works once. Choose how you sign in to the Gatehouse dashboard."), form),
+  );
+  (email.control.value ? displayName.control : email.control).focus();
+}

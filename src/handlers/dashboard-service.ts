@@ -1,0 +1,518 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { Role as RoleEnum } from "../../gen/svc/v1/auth_pb.js";
+import {
+  GetConfigRequestSchema,
+  GetConfigRevisionRequestSchema,
+  ListConfigRevisionsRequestSchema,
+  RollbackConfigRequestSchema,
+  type ConfigService,
+} from "../../gen/svc/v1/config_pb.js";
+import {
+  DiffLineKind,
+  IdentityKeyKind,
+  MemberStatus,
+  type DashboardService,
+  type IdentitySettingsValues,
+} from "../../gen/svc/v1/dashboard_pb.js";
+import { DeleteSecretRequestSchema, ListSecretsRequestSchema, type SecretsService } from "../../gen/svc/v1/secrets_pb.js";
+import type { AppDeps } from "../app-deps.js";
+import { displayPrefix } from "../crypto/tokens.js";
+import type { Dashboard } from "../dashboard/create-dashboard.js";
+import { diffLines } from "../dashboard/line-diff.js";
+import { pageOf, readPage, slicePage } from "../dashboard/paging.js";
+import { renderConfigDocument } from "../domain/config/render-config-document.js";
+import { DomainError, invalidArgument, unimplemented, type Violation } from "../domain/errors.js";
+import { normalizeIdentifier, readUuid } from "../domain/identity/identifiers.js";
+import { readCredentialId } from "../domain/passkeys/passkey-rules.js";
+import { effectiveSettings, parseSettingsAssignments } from "../domain/identity/settings.js";
+import type { Tenancy } from "../domain/tenancy/tenancy.js";
+import { principalKey } from "../interceptors/auth.js";
+import { createDashboardStore, type MemberRecord } from "../storage/dashboard-store.js";
+import { createIdentityStore, type IdentitySettingsRecord } from "../storage/identity-store.js";
+import { createPasskeyStore } from "../storage/passkey-store.js";
+import { createTenancyStore, type OrganizationKeyKind, type Role } from "../storage/tenancy-store.js";
+import { identityFor } from "./identity-service.js";
+
+/** What the dashboard reuses from the rest of the app, so that every change goes through the same code as the API's. */
+export interface DashboardServiceParts {
+  dashboard: Dashboard;
+  tenancy: Tenancy;
+  /** The ConfigService handlers: exports, history and rollbacks go through the same manager, cache and change feed. */
+  config: Partial<ServiceImpl<typeof ConfigService>>;
+  /** The SecretsService handlers: listings and deletions are the secrets API's own (audited the same way). */
+  secrets: Partial<ServiceImpl<typeof SecretsService>>;
+}
+
+const ts = (date: Date) => timestampFromDate(date);
+const tsOrUndefined = (date: Date | null) => (date ? timestampFromDate(date) : undefined);
+
+function roleOf(value: RoleEnum): Role | null {
+  if (value === RoleEnum.ADMIN) return "admin";
+  if (value === RoleEnum.MEMBER) return "member";
+  return null;
+}
+
+function roleEnum(role: Role): RoleEnum {
+  return role === "admin" ? RoleEnum.ADMIN : RoleEnum.MEMBER;
+}
+
+function keyKindOf(value: IdentityKeyKind): OrganizationKeyKind | null {
+  if (value === IdentityKeyKind.PUBLISHABLE) return "publishable";
+  if (value === IdentityKeyKind.SECRET) return "secret";
+  return null;
+}
+
+function keyKindEnum(kind: OrganizationKeyKind): IdentityKeyKind {
+  return kind === "publishable" ? IdentityKeyKind.PUBLISHABLE : IdentityKeyKind.SECRET;
+}
+
+function toMember(member: MemberRecord) {
+  return {
+    accountId: member.accountId,
+    email: member.email,
+    displayName: member.displayName,
+    role: roleEnum(member.role),
+    status: member.pending ? MemberStatus.PENDING : MemberStatus.ACTIVE,
+    createdAt: ts(member.createdAt),
+  };
+}
+
+/** The dashboard principal the auth interceptor established (a signed-in operator, member of the organisation named). */
+function operatorOf(ctx: HandlerContext) {
+  const principal = ctx.values.get(principalKey);
+  if (principal.kind !== "dashboard") {
+    throw new DomainError("permission_denied", "wrong_credential_kind", "this operation needs a signed-in dashboard session");
+  }
+  return principal;
+}
+
+/** A handler of another service, called with this request's context (same principal, same audit actor). */
+function handlerOf<T>(fn: T | undefined, name: string): T {
+  if (!fn) throw unimplemented(name);
+  return fn;
+}
+
+/**
+ * The stored settings as the form shows them: rp_id and origins empty while
+ * they follow PUBLIC_URL, every other value resolved against the defaults.
+ */
+function settingsValues(stored: IdentitySettingsRecord | null, publicUrl: string) {
+  const effective = effectiveSettings(stored, publicUrl);
+  return {
+    passkeys: effective.passkeys,
+    magicLinks: effective.magicLinks,
+    password: effective.password,
+    rpId: stored?.rpId ?? "",
+    origins: stored?.origins ?? [],
+    sessionTtlSeconds: effective.sessionTtlSeconds,
+    magicLinkTtlSeconds: effective.magicLinkTtlSeconds,
+    lockoutThreshold: effective.lockoutThreshold,
+    lockoutWindowSeconds: effective.lockoutWindowSeconds,
+    ipLimitPerMinute: effective.ipLimitPerMinute,
+    magicLinkLimitPerHour: effective.magicLinkLimitPerHour,
+  };
+}
+
+/**
+ * The form's values as `gatehouse settings set` assignments, so that the
+ * dashboard and the CLI validate settings with the one parser of the identity
+ * area (violations name the snake_case setting, e.g. `session_ttl_seconds`).
+ */
+function settingsAssignments(values: IdentitySettingsValues, violations: Violation[]): string[] {
+  const origins = values.origins.map((origin) => origin.trim()).filter((origin) => origin !== "");
+  origins.forEach((origin, i) => {
+    if (origin.includes(",")) violations.push({ field: `origins[${i}]`, description: "must be one origin (no commas)" });
+  });
+  return [
+    `passkeys=${values.passkeys}`,
+    `magic_links=${values.magicLinks}`,
+    `password=${values.password}`,
+    `rp_id=${values.rpId.trim()}`,
+    `origins=${origins.join(",")}`,
+    `session_ttl_seconds=${values.sessionTtlSeconds}`,
+    `magic_link_ttl_seconds=${values.magicLinkTtlSeconds}`,
+    `lockout_threshold=${values.lockoutThreshold}`,
+    `lockout_window_seconds=${values.lockoutWindowSeconds}`,
+    `ip_limit_per_minute=${values.ipLimitPerMinute}`,
+    `magic_link_limit_per_hour=${values.magicLinkLimitPerHour}`,
+  ];
+}
+
+/** Violations of a nested message carry its field path (`settings.session_ttl_seconds`). */
+function nested<T>(prefix: string, run: () => T): T {
+  try {
+    return run();
+  } catch (error) {
+    if (error instanceof DomainError && error.kind === "invalid_argument" && error.violations.length > 0) {
+      throw invalidArgument(
+        error.violations.map((v) => ({ ...v, field: `${prefix}.${v.field}` })),
+        error.reason,
+      );
+    }
+    throw error;
+  }
+}
+
+/**
+ * svc.v1.DashboardService: thin mapping between the dashboard's RPCs and the
+ * domains they reuse (tenancy, identity, secrets, configuration) plus the
+ * dashboard's own members and operator sessions. The auth interceptor has
+ * already checked the session cookie, the origin, membership and role.
+ */
+export function createDashboardService(deps: AppDeps, parts: DashboardServiceParts): Partial<ServiceImpl<typeof DashboardService>> {
+  const { database, clock } = deps;
+  const store = createDashboardStore(database.client);
+  const tenancyStore = createTenancyStore(database.client);
+  const identityStore = createIdentityStore(database.client);
+  const passkeyStore = createPasskeyStore(database.client);
+  const { dashboard, tenancy, config, secrets } = parts;
+
+  async function identityKeyInfo(organizationId: string) {
+    const keys = await store.listIdentityKeys(organizationId);
+    const newest = (kind: OrganizationKeyKind) => {
+      const key = keys.find((k) => k.kind === kind);
+      return key
+        ? { kind: keyKindEnum(kind), prefix: key.prefix, createdAt: ts(key.createdAt), lastUsedAt: tsOrUndefined(key.lastUsedAt) }
+        : undefined;
+    };
+    return { publishableKey: newest("publishable"), secretKey: newest("secret") };
+  }
+
+  async function requireIdentity(organizationId: string, rawId: string, field = "identity_id") {
+    const violations: Violation[] = [];
+    const identityId = readUuid(rawId, field, violations);
+    if (violations.length > 0) throw invalidArgument(violations);
+    const identity = await identityStore.findIdentity(organizationId, identityId);
+    if (!identity) throw new DomainError("not_found", "identity_not_found", `identity ${identityId} does not exist`);
+    return identity;
+  }
+
+  async function documentAt(ctx: HandlerContext, organizationId: string, revision: number, field: string): Promise<string> {
+    if (!Number.isInteger(revision) || revision < 0)
+      throw invalidArgument([{ field, description: `must be a revision number, or 0 for the empty configuration; got ${revision}` }]);
+    if (revision === 0) return renderConfigDocument([]);
+    try {
+      const found = await handlerOf(config.getConfigRevision, "GetConfigRevision")(
+        create(GetConfigRevisionRequestSchema, { organizationId, revision }),
+        ctx,
+      );
+      return found.yaml ?? "";
+    } catch (error) {
+      // Say which side of the diff was missing.
+      if (error instanceof DomainError && error.reason === "revision_not_found")
+        throw new DomainError("not_found", error.reason, `${field}: ${error.message}`);
+      throw error;
+    }
+  }
+
+  return {
+    async getOperatorSession(_req, ctx) {
+      const found = await dashboard.sessions.describe(operatorOf(ctx));
+      return {
+        operator: { accountId: found.account.id, email: found.account.email, displayName: found.account.displayName },
+        organizations: found.organizations.map((o) => ({ organizationId: o.organizationId, name: o.name, role: roleEnum(o.role) })),
+        idleExpiresAt: ts(found.idleExpiresAt),
+        expiresAt: ts(found.expiresAt),
+      };
+    },
+
+    // ------------------------------------------------------------ API keys
+
+    async listApiKeys(req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      const page = readPage(req);
+      const keys = (await tenancyStore.listApiKeys(organizationId)).filter((key) => req.includeRevoked || key.revokedAt === null);
+      const { items, nextPageToken } = slicePage(keys, page);
+      return {
+        apiKeys: items.map((key) => ({
+          id: key.id,
+          name: key.name,
+          prefix: key.prefix,
+          role: roleEnum(key.role),
+          createdAt: ts(key.createdAt),
+          lastUsedAt: tsOrUndefined(key.lastUsedAt),
+          revokedAt: tsOrUndefined(key.revokedAt),
+        })),
+        nextPageToken,
+      };
+    },
+
+    async createApiKey(req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      const role = roleOf(req.role);
+      const created = await tenancy.createApiKey({ organizationId, name: req.name, role: role ?? "" });
+      return {
+        apiKey: { id: created.id, name: req.name.trim(), prefix: created.prefix, role: roleEnum(role as Role), createdAt: ts(clock()) },
+        key: created.apiKey,
+      };
+    },
+
+    async revokeApiKey(req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      const violations: Violation[] = [];
+      const id = readUuid(req.apiKeyId, "api_key_id", violations);
+      if (violations.length > 0) throw invalidArgument(violations);
+      if (!(await store.isApiKeyOf(organizationId, id)))
+        throw new DomainError("not_found", "api_key_not_found", `API key ${id} does not exist in this organisation`);
+      // Revoking a revoked key changes nothing and is not an error.
+      await tenancyStore.revokeApiKey(id, clock());
+      return {};
+    },
+
+    // ------------------------------------------------------------ identity keys
+
+    async getIdentityKeys(_req, ctx) {
+      return identityKeyInfo(operatorOf(ctx).organizationId);
+    },
+
+    async rotateIdentityKey(req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      const kind = keyKindOf(req.kind);
+      if (kind === null)
+        throw invalidArgument([{ field: "kind", description: "must be IDENTITY_KEY_KIND_PUBLISHABLE or IDENTITY_KEY_KIND_SECRET" }]);
+      const key = await tenancy.rotateOrganizationKey(organizationId, kind);
+      const info = await identityKeyInfo(organizationId);
+      const current = kind === "publishable" ? info.publishableKey : info.secretKey;
+      return { keyInfo: current ?? { kind: keyKindEnum(kind), prefix: displayPrefix(key), createdAt: ts(clock()) }, key };
+    },
+
+    // ------------------------------------------------------------ identity settings
+
+    async getIdentitySettings(_req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      const stored = await identityStore.findSettings(organizationId);
+      const defaults = effectiveSettings(null, deps.config.publicUrl);
+      return { settings: settingsValues(stored, deps.config.publicUrl), defaultRpId: defaults.rpId, defaultOrigins: defaults.origins };
+    },
+
+    async updateIdentitySettings(req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      if (!req.settings) throw invalidArgument([{ field: "settings", description: "is required" }]);
+      const values = req.settings;
+      const patch = nested("settings", () => {
+        const violations: Violation[] = [];
+        const assignments = settingsAssignments(values, violations);
+        let parsed: ReturnType<typeof parseSettingsAssignments> | undefined;
+        try {
+          parsed = parseSettingsAssignments(assignments);
+        } catch (error) {
+          if (!(error instanceof DomainError) || error.kind !== "invalid_argument") throw error;
+          violations.push(...error.violations);
+        }
+        if (violations.length > 0 || !parsed) throw invalidArgument(violations);
+        return parsed;
+      });
+      const saved = await identityStore.saveSettings(organizationId, patch, clock());
+      return { settings: settingsValues(saved, deps.config.publicUrl) };
+    },
+
+    // ------------------------------------------------------------ identities
+
+    async searchIdentities(req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      const page = readPage(req);
+      const query = normalizeIdentifier(req.query);
+      if (query.length > 320) throw invalidArgument([{ field: "query", description: "must be at most 320 characters" }]);
+      const rows = await store.searchIdentities(organizationId, query.toLowerCase(), { skip: page.skip, take: page.size + 1 });
+      const { items, nextPageToken } = pageOf(rows, page);
+      return { identities: items.map((i) => ({ id: i.id, identifier: i.identifier, createdAt: ts(i.createdAt) })), nextPageToken };
+    },
+
+    async getIdentityDetails(req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      const identity = await requireIdentity(organizationId, req.identityId);
+      const [hash, passkeys, live] = await Promise.all([
+        identityStore.findPasswordHash(organizationId, identity.id),
+        passkeyStore.listPasskeys(organizationId, identity.id),
+        store.countLiveSessions(organizationId, identity.id, clock()),
+      ]);
+      return {
+        identity: { id: identity.id, identifier: identity.identifier, createdAt: ts(identity.createdAt) },
+        hasPassword: hash !== null,
+        passkeys: passkeys.map((p) => ({
+          credentialId: p.id,
+          name: p.name ?? "",
+          createdAt: ts(p.createdAt),
+          lastUsedAt: tsOrUndefined(p.lastUsedAt),
+          deviceType: p.deviceType,
+          backedUp: p.backedUp,
+        })),
+        liveSessions: live,
+      };
+    },
+
+    async listIdentitySessions(req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      const page = readPage(req);
+      const identity = await requireIdentity(organizationId, req.identityId);
+      const rows = await store.listIdentitySessions(organizationId, identity.id, { skip: page.skip, take: page.size + 1 });
+      const { items, nextPageToken } = pageOf(rows, page);
+      const now = clock().getTime();
+      return {
+        sessions: items.map((s) => ({
+          sessionId: s.id,
+          method: s.method,
+          createdAt: ts(s.createdAt),
+          expiresAt: ts(s.expiresAt),
+          revokedAt: tsOrUndefined(s.revokedAt),
+          live: s.revokedAt === null && s.expiresAt.getTime() > now,
+        })),
+        nextPageToken,
+      };
+    },
+
+    async removeIdentityPasskey(req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      const identity = await requireIdentity(organizationId, req.identityId);
+      const violations: Violation[] = [];
+      const credentialId = readCredentialId(req.credentialId, "credential_id", violations);
+      if (violations.length > 0) throw invalidArgument(violations);
+      // The passkey area's own removal: the passkey stops signing in at once.
+      if (!(await passkeyStore.removePasskey(organizationId, identity.id, credentialId))) {
+        throw new DomainError("not_found", "passkey_not_found", "this identity has no passkey with this credential id");
+      }
+      return {};
+    },
+
+    async revokeIdentitySessions(req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      const identity = await requireIdentity(organizationId, req.identityId);
+      if (req.sessionId.trim() === "") {
+        return { revoked: await identityStore.revokeSessionsOf(organizationId, identity.id, null, clock()) };
+      }
+      const violations: Violation[] = [];
+      const sessionId = readUuid(req.sessionId, "session_id", violations);
+      if (violations.length > 0) throw invalidArgument(violations);
+      const session = await identityStore.findSession(organizationId, sessionId);
+      if (!session || session.identityId !== identity.id)
+        throw new DomainError("not_found", "session_not_found", `session ${sessionId} of this identity does not exist`);
+      if (session.revokedAt !== null) return { revoked: 0 };
+      await identityFor(deps).sessions.revokeSession(organizationId, sessionId);
+      return { revoked: 1 };
+    },
+
+    // ------------------------------------------------------------ secrets
+
+    async listSecretEnvironments(_req, ctx) {
+      return { environments: await store.listSecretEnvironments(operatorOf(ctx).organizationId) };
+    },
+
+    async listEnvironmentSecrets(req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      const page = readPage(req);
+      const listed = await handlerOf(secrets.listSecrets, "ListSecrets")(
+        create(ListSecretsRequestSchema, { organizationId, environment: req.environment }),
+        ctx,
+      );
+      const { items, nextPageToken } = slicePage(listed.secrets ?? [], page);
+      return { secrets: items, nextPageToken };
+    },
+
+    async deleteEnvironmentSecret(req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      await handlerOf(secrets.deleteSecret, "DeleteSecret")(
+        create(DeleteSecretRequestSchema, { organizationId, environment: req.environment, name: req.name }),
+        ctx,
+      );
+      return {};
+    },
+
+    // ------------------------------------------------------------ configuration
+
+    async getConfigDocument(_req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      const current = await handlerOf(config.getConfig, "GetConfig")(create(GetConfigRequestSchema, { organizationId }), ctx);
+      return { revision: current.revision ?? 0, yaml: current.yaml ?? "" };
+    },
+
+    async listConfigHistory(req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      const listed = await handlerOf(config.listConfigRevisions, "ListConfigRevisions")(
+        create(ListConfigRevisionsRequestSchema, { organizationId, pageSize: req.pageSize, pageToken: req.pageToken }),
+        ctx,
+      );
+      return { revisions: listed.revisions ?? [], nextPageToken: listed.nextPageToken ?? "" };
+    },
+
+    async diffConfigRevisions(req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      const [older, newer] = await Promise.all([
+        documentAt(ctx, organizationId, req.fromRevision, "from_revision"),
+        documentAt(ctx, organizationId, req.toRevision, "to_revision"),
+      ]);
+      const diff = diffLines(older, newer);
+      const kinds = { same: DiffLineKind.SAME, removed: DiffLineKind.REMOVED, added: DiffLineKind.ADDED } as const;
+      return {
+        hunks: diff.hunks.map((lines) => ({
+          lines: lines.map((l) => ({ kind: kinds[l.kind], text: l.text, oldLine: l.oldLine, newLine: l.newLine })),
+        })),
+        added: diff.added,
+        removed: diff.removed,
+      };
+    },
+
+    async rollbackConfigRevision(req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      const rolled = await handlerOf(config.rollbackConfig, "RollbackConfig")(
+        create(RollbackConfigRequestSchema, {
+          organizationId,
+          revision: req.revision,
+          ...(req.expectedRevision !== undefined ? { expectedRevision: req.expectedRevision } : {}),
+        }),
+        ctx,
+      );
+      return { result: rolled.result };
+    },
+
+    // ------------------------------------------------------------ members
+
+    async listMembers(req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      const page = readPage(req);
+      const { items, nextPageToken } = pageOf(await dashboard.members.list(organizationId, page), page);
+      return { members: items.map(toMember), nextPageToken };
+    },
+
+    async inviteMember(req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      const invited = await dashboard.members.invite(organizationId, {
+        email: req.email,
+        displayName: req.displayName,
+        role: roleOf(req.role),
+      });
+      return {
+        member: toMember(invited.member),
+        setupUrl: invited.setupLink?.setupUrl ?? "",
+        setupUrlExpiresAt: invited.setupLink ? ts(invited.setupLink.expiresAt) : undefined,
+      };
+    },
+
+    async reissueSetupLink(req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      const accountId = readAccountId(req.accountId);
+      const link = await dashboard.members.reissueSetupLink(organizationId, accountId);
+      return { setupUrl: link.setupUrl, setupUrlExpiresAt: ts(link.expiresAt) };
+    },
+
+    async changeMemberRole(req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      const member = await dashboard.members.changeRole(organizationId, readAccountId(req.accountId), roleOf(req.role));
+      return { member: toMember(member) };
+    },
+
+    async removeMember(req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      await dashboard.members.remove(organizationId, readAccountId(req.accountId));
+      return {};
+    },
+  };
+}
+
+function readAccountId(raw: string): string {
+  const violations: Violation[] = [];
+  const id = readUuid(raw, "account_id", violations);
+  if (violations.length > 0) throw invalidArgument(violations);
+  return id;
+}

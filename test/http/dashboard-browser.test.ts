@@ -1,0 +1,352 @@
+import type { BrowserContext, Page } from "playwright-core";
+import { launchBrowser, type TestBrowser } from "../support/browser.js";
+import { applyOk, exportOk } from "../support/config-documents.js";
+import { screenshot, unlabelledControls } from "../support/dashboard-screenshots.js";
+import {
+  buildDashboardUi,
+  ownerPassword,
+  postDashboardAuth,
+  startDashboardServer,
+  type DashboardTestServer,
+} from "../support/dashboard-server.js";
+import { callIdentity, goodPassword, postRest } from "../support/identity-client.js";
+import { openPasskeyPage, sdkIn, signedIn } from "../support/passkey-browser.js";
+import { secretsApi } from "../support/secrets-client.js";
+
+/**
+ * The dashboard in a real headless Chromium, as an operator uses it: each
+ * step checks the effect on the public API. Screenshots of every page go to
+ * test-artifacts/dashboard/<database>/.
+ */
+describe("the dashboard in a real browser", () => {
+  let server: DashboardTestServer;
+  let browser: TestBrowser;
+  let context: BrowserContext;
+  let page: Page;
+  let org: string;
+
+  const nav = (name: string) => page.getByRole("navigation", { name: "Dashboard sections" }).getByRole("link", { name, exact: true });
+  const configStatus = async (bearer: string) => (await server.call(`/organization/${org}/config`, { bearer })).status;
+  const registerWithPassword = async () =>
+    (
+      await postRest(
+        server,
+        "/identity/register/password",
+        { identifier: `pw-${Math.random().toString(36).slice(2)}@example.com`, password: goodPassword },
+        server.credentials.publishable_key,
+      )
+    ).status;
+
+  async function expectAccessible(): Promise<void> {
+    expect(await unlabelledControls(page)).toEqual([]);
+  }
+
+  beforeAll(async () => {
+    buildDashboardUi();
+    // localhost, not 127.0.0.1: passkeys need a host name as their relying-party ID.
+    server = await startDashboardServer({ publicHost: "localhost" });
+    org = server.credentials.organization_id;
+    browser = await launchBrowser();
+    context = await browser.newContext();
+    page = await context.newPage();
+  }, 60_000);
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+
+  test("the owner sets up the account from the one-time link and the token leaves the address bar", async () => {
+    await page.goto(server.setupUrl);
+    await page.getByRole("heading", { name: "Set up your account" }).waitFor();
+    expect(page.url()).toBe(`${server.origin}/dashboard/setup`);
+    await page.getByLabel("E-mail address").fill("owner@example.com");
+    await page.getByLabel("Your name").fill("Olive Owner");
+    await page.getByLabel("Password", { exact: true }).fill(ownerPassword);
+    await page.getByLabel("Repeat the password").fill(ownerPassword);
+    await expectAccessible();
+    await screenshot(page, "01-setup");
+    await page.getByRole("button", { name: "Set up and sign in" }).click();
+    await page.waitForURL("**/dashboard/api-keys");
+    await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+
+    const cookie = (await context.cookies()).find((c) => c.name === "gatehouse_dashboard");
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: "Strict", secure: false, path: "/" });
+    expect(await page.evaluate(() => document.cookie)).toBe("");
+
+    // The link is spent: opening it again says so.
+    const again = await context.newPage();
+    await again.goto(server.setupUrl);
+    await again.getByText("already been used").waitFor();
+    await again.close();
+  });
+
+  test("sign-out ends the session; sign-in with the new password starts another", async () => {
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.waitForURL("**/dashboard/sign-in");
+    await page.goto(`${server.origin}/dashboard/members`);
+    await page.waitForURL("**/dashboard/sign-in?next=%2Fdashboard%2Fmembers");
+    await page.getByLabel("E-mail address").fill("owner@example.com");
+    await page.getByLabel("Password").fill("wrong password here");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByText("the e-mail address or the password is wrong").waitFor();
+    await page.getByLabel("Password").fill(ownerPassword);
+    await expectAccessible();
+    await screenshot(page, "02-sign-in");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.waitForURL("**/dashboard/members");
+    await nav("API keys").click();
+    await page.waitForURL("**/dashboard/api-keys");
+  });
+
+  test("an API key is shown once, works against the config API, is never shown again, and revoked it is refused", async () => {
+    await page.getByLabel("Name").fill("browser-key");
+    await page.getByLabel("Role").selectOption({ label: "member" });
+    await page.getByRole("button", { name: "Create API key" }).click();
+    const shown = page.getByTestId("new-api-key");
+    await shown.waitFor();
+    const key = ((await shown.textContent()) ?? "").trim();
+    expect(key).toMatch(/^gk_[A-Za-z0-9_-]{43}$/);
+    await page.getByRole("cell", { name: "browser-key", exact: true }).waitFor();
+    await page.getByRole("cell", { name: `${key.slice(0, 9)}…` }).waitFor();
+    await expectAccessible();
+    await screenshot(page, "03-api-keys-created");
+
+    expect(await configStatus(key)).toBe(200);
+
+    await page.reload();
+    await page.getByRole("cell", { name: "browser-key", exact: true }).waitFor();
+    expect(await page.getByTestId("new-api-key").count()).toBe(0);
+    expect(await page.content()).not.toContain(key);
+
+    await page.getByRole("button", { name: "Revoke browser-key" }).click();
+    await page.getByRole("button", { name: "Confirm" }).click();
+    await page.getByText('Revoked "browser-key".').waitFor();
+    expect(await configStatus(key)).toBe(401);
+    await screenshot(page, "04-api-keys");
+  });
+
+  test("the identity keys page shows prefixes and rotates the publishable key once", async () => {
+    await nav("Identity keys").click();
+    await page.getByRole("heading", { name: "Publishable key" }).waitFor();
+    await page.getByText(`${server.credentials.publishable_key.slice(0, 9)}…`).waitFor();
+    await expectAccessible();
+    await screenshot(page, "05-identity-keys");
+
+    const old = server.credentials.publishable_key;
+    await page.getByRole("button", { name: "Rotate publishable key" }).click();
+    await page.getByRole("button", { name: "Confirm" }).click();
+    const fresh = ((await page.getByTestId("new-publishable-key").textContent()) ?? "").trim();
+    expect(fresh).toMatch(/^pk_[A-Za-z0-9_-]{43}$/);
+    await page.getByText(`${fresh.slice(0, 9)}…`).waitFor();
+    // The old key is unknown now (401); the new one authenticates (password sign-up is off: 403).
+    const signUp = (key: string) =>
+      postRest(server, "/identity/register/password", { identifier: "rotation@example.com", password: goodPassword }, key);
+    expect((await signUp(old)).status).toBe(401);
+    expect((await signUp(fresh)).status).toBe(403);
+    server.credentials.publishable_key = fresh;
+    await page.reload();
+    await page.getByRole("heading", { name: "Publishable key" }).waitFor();
+    expect(await page.getByTestId("new-publishable-key").count()).toBe(0);
+  });
+
+  test("password authentication follows the settings toggle; bad values are shown next to their field", async () => {
+    await nav("Identity settings").click();
+    const toggle = page.getByLabel("Password authentication");
+    await toggle.waitFor();
+    expect(await toggle.isChecked()).toBe(false);
+    expect(await registerWithPassword()).toBe(403);
+
+    await toggle.check();
+    const lifetime = page.getByLabel("Session lifetime (seconds)");
+    await lifetime.fill("5");
+    await page.getByRole("button", { name: "Save settings" }).click();
+    const error = page.locator(".field-error", { hasText: "must be a whole number from 60" });
+    await error.waitFor();
+    expect(await lifetime.getAttribute("aria-invalid")).toBe("true");
+    expect(await lifetime.getAttribute("aria-describedby")).toContain(await error.getAttribute("id"));
+    await screenshot(page, "06-identity-settings-error");
+    expect(await registerWithPassword()).toBe(403);
+
+    await lifetime.fill("3600");
+    await page.getByRole("button", { name: "Save settings" }).click();
+    await page.getByText("Settings saved").waitFor();
+    expect(await registerWithPassword()).toBe(200);
+    await expectAccessible();
+    await screenshot(page, "07-identity-settings");
+
+    await toggle.uncheck();
+    await page.getByRole("button", { name: "Save settings" }).click();
+    await page.getByText("Settings saved").waitFor();
+    expect(await registerWithPassword()).toBe(403);
+  });
+
+  test("an identity that signed up with a passkey is found, its passkey removed and its sessions revoked", async () => {
+    const identifier = `passkey-user-${Date.now()}@example.com`;
+    const user = await openPasskeyPage(browser, `${server.origin}/healthz`);
+    const registered = signedIn(await sdkIn(user.page, server.credentials.publishable_key, { method: "register", identifier }));
+
+    await nav("Identities").click();
+    await page.getByLabel("Identifier contains").fill("PASSKEY-USER");
+    await page.getByRole("button", { name: "Search" }).click();
+    await page.getByRole("link", { name: identifier }).click();
+    await page.waitForURL(`**/dashboard/identities/${registered.identity_id}`);
+    await page.getByTestId("password-state").filter({ hasText: "No password is set." }).waitFor();
+    const removeButton = page.getByRole("button", { name: /^Remove passkey/ });
+    await removeButton.waitFor();
+    await page.getByRole("cell", { name: "live" }).waitFor();
+    await expectAccessible();
+    await screenshot(page, "08-identity");
+
+    await removeButton.click();
+    await page.getByRole("button", { name: "Confirm" }).click();
+    await page.getByText("Passkey removed.").waitFor();
+    await page.getByText("No passkeys.").waitFor();
+    const login = await sdkIn(user.page, server.credentials.publishable_key, { method: "login", argument: identifier });
+    expect(login.ok).toBe(false);
+
+    const validate = () => callIdentity(server, "ValidateSession", { token: registered.session.token }, server.credentials.secret_key);
+    expect((await validate()).status).toBe(200);
+    await page.getByRole("button", { name: "Revoke all sessions" }).click();
+    await page.getByRole("button", { name: "Confirm" }).click();
+    await page.getByText("1 session revoked.").waitFor();
+    expect((await validate()).status).toBe(401);
+    await screenshot(page, "09-identity-revoked");
+    await user.context.close();
+
+    await nav("Identities").click();
+    await page.getByRole("link", { name: identifier }).waitFor();
+    await screenshot(page, "10-identities");
+  });
+
+  test("secrets are listed per environment without values, and deleted", async () => {
+    const secrets = secretsApi(server, server.credentials.api_key);
+    await secrets.put("PAYMENT_TOKEN", "production", "value-that-must-never-appear", { tags: ["billing"] });
+    await secrets.put("PAYMENT_TOKEN", "staging", "staging-value-never-shown");
+    await nav("Secrets").click();
+    await page.getByRole("cell", { name: "PAYMENT_TOKEN", exact: true }).waitFor();
+    await page.getByText("billing").waitFor();
+    expect(await page.content()).not.toContain("value-that-must-never-appear");
+    await expectAccessible();
+    await screenshot(page, "11-secrets");
+    await page.getByRole("button", { name: "Delete PAYMENT_TOKEN" }).click();
+    await page.getByRole("button", { name: "Confirm" }).click();
+    await page.getByText("Deleted PAYMENT_TOKEN from production.").waitFor();
+    expect(await secrets.list("production")).toEqual([]);
+    expect((await secrets.list("staging")).map((s) => s.name)).toEqual(["PAYMENT_TOKEN"]);
+  }, 120_000);
+
+  test("the configuration page shows the YAML and history, diffs two revisions and rolls back", async () => {
+    const doc = (upstream: string) => `version: 1\nroutes:\n  - name: plants\n    path: /plants\n    upstream: ${upstream}\n`;
+    const first = await applyOk(server, server.credentials.api_key, doc("http://127.0.0.1:8081"));
+    const second = await applyOk(server, server.credentials.api_key, doc("http://127.0.0.1:9090"));
+    await nav("Configuration").click();
+    await page
+      .getByTestId("current-revision")
+      .filter({ hasText: String(second.revision) })
+      .waitFor();
+    expect(await page.getByTestId("current-yaml").textContent()).toContain("upstream: http://127.0.0.1:9090");
+
+    await page.getByLabel("From revision", { exact: true }).selectOption(String(first.revision));
+    await page.getByLabel("To revision", { exact: true }).selectOption(String(second.revision));
+    await page.getByRole("button", { name: "Show diff" }).click();
+    await page.locator(".diff-removed", { hasText: "upstream: http://127.0.0.1:8081" }).waitFor();
+    await page.locator(".diff-added", { hasText: "upstream: http://127.0.0.1:9090" }).waitFor();
+    await expectAccessible();
+    await screenshot(page, "12-configuration");
+
+    await page.getByRole("button", { name: `Roll back to revision ${first.revision}` }).click();
+    await page.getByRole("button", { name: "Confirm" }).click();
+    await page.getByText(`Rolled back to revision ${first.revision}: now at revision ${second.revision + 1}.`).waitFor();
+    const exported = await exportOk(server, server.credentials.api_key);
+    expect(exported.revision).toBe(second.revision + 1);
+    expect(exported.yaml).toContain("upstream: http://127.0.0.1:8081");
+    await page
+      .getByTestId("current-revision")
+      .filter({ hasText: String(second.revision + 1) })
+      .waitFor();
+    await screenshot(page, "13-configuration-rolled-back");
+  });
+
+  test("members: an invitation gives a one-time setup link; the last admin cannot be demoted", async () => {
+    await nav("Members").click();
+    await page.getByLabel("E-mail address").fill("new.member@example.com");
+    await page.getByLabel("Name", { exact: true }).fill("Nia New");
+    await page.getByRole("button", { name: "Invite" }).click();
+    const link = ((await page.getByTestId("setup-link").textContent()) ?? "").trim();
+    expect(link).toMatch(new RegExp(`^${server.origin}/dashboard/setup#token=[A-Za-z0-9_-]{43}$`));
+    await page.getByRole("cell", { name: "new.member@example.com", exact: true }).waitFor();
+    await expectAccessible();
+    await screenshot(page, "14-members");
+
+    await page.getByLabel("Role of owner@example.com").selectOption({ label: "member" });
+    await page
+      .getByRole("row", { name: /owner@example\.com/ })
+      .getByRole("button", { name: "Change role" })
+      .click();
+    await page.getByText("an organisation keeps at least one admin").waitFor();
+
+    // The invitee opens the link in their own browser and lands signed in.
+    const invitee = await browser.newContext();
+    const inviteePage = await invitee.newPage();
+    await inviteePage.goto(link);
+    expect(await inviteePage.getByLabel("E-mail address").inputValue()).toBe("new.member@example.com");
+    await inviteePage.getByLabel("Password", { exact: true }).fill("a fine new passphrase");
+    await inviteePage.getByLabel("Repeat the password").fill("a fine new passphrase");
+    await inviteePage.getByRole("button", { name: "Set up and sign in" }).click();
+    await inviteePage.waitForURL("**/dashboard/api-keys");
+    // Members read but do not administer: no create form.
+    await inviteePage.getByRole("heading", { name: "Keys", exact: true }).waitFor();
+    expect(await inviteePage.getByRole("button", { name: "Create API key" }).count()).toBe(0);
+    await invitee.close();
+  });
+
+  test("the layout holds on a phone-sized screen", async () => {
+    const phone = await browser.browser.newContext({ viewport: { width: 375, height: 740 }, storageState: await context.storageState() });
+    const small = await phone.newPage();
+    await small.goto(`${server.origin}/dashboard/api-keys`);
+    await small.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+    const overflow = await small.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    expect(overflow).toBeLessThanOrEqual(0);
+    await screenshot(small, "15-api-keys-phone");
+    await phone.close();
+  });
+
+  test("a page of another origin cannot use the operator's session", async () => {
+    // The browser itself: a request from another origin carries no cookie (SameSite=Strict) and no dashboard header.
+    const foreign = await context.newPage();
+    await context.route("http://other.localhost:1/**", (route) =>
+      route.fulfill({ status: 200, contentType: "text/html", body: "<!doctype html><title>other</title>" }),
+    );
+    await foreign.goto("http://other.localhost:1/");
+    const outcome = await foreign.evaluate(async (target) => {
+      try {
+        const response = await fetch(`${target}/svc.v1.DashboardService/ListApiKeys`, {
+          method: "POST",
+          credentials: "include",
+          headers: { "content-type": "application/json", "x-gatehouse-dashboard": "1" },
+          body: JSON.stringify({ organizationId: "x" }),
+        });
+        return `status ${response.status}`;
+      } catch (error) {
+        return `blocked: ${String(error)}`;
+      }
+    }, server.origin);
+    // The CORS preflight is not granted, so the browser never sends the request.
+    expect(outcome).toMatch(/^blocked/);
+    await foreign.close();
+  });
+
+  test("when the session ends elsewhere, the next action leads to sign-in and back to the page", async () => {
+    const cookie = (await context.cookies()).find((c) => c.name === "gatehouse_dashboard");
+    expect(cookie).toBeDefined();
+    await postDashboardAuth(server, "sign-out", {}, { cookie: `gatehouse_dashboard=${cookie?.value ?? ""}` });
+    await nav("Members").click();
+    await page.waitForURL("**/dashboard/sign-in?next=%2Fdashboard%2Fmembers");
+    await page.getByText("Your dashboard session has ended").waitFor();
+    await page.getByLabel("E-mail address").fill("owner@example.com");
+    await page.getByLabel("Password").fill(ownerPassword);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.waitForURL("**/dashboard/members");
+    await page.getByRole("cell", { name: "new.member@example.com", exact: true }).waitFor();
+  });
+});

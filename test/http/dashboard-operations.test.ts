@@ -1,0 +1,519 @@
+import { applyOk, exportOk } from "../support/config-documents.js";
+import { callIdentity, goodPassword, postRest } from "../support/identity-client.js";
+import { secretsApi } from "../support/secrets-client.js";
+import {
+  dashboardRpc,
+  ownerPassword,
+  postDashboardAuth,
+  setUpOwner,
+  signIn,
+  startDashboardServer,
+  cookieOf,
+  type DashboardTestServer,
+} from "../support/dashboard-server.js";
+
+interface ErrorBody {
+  code: string;
+  message: string;
+  details?: { debug?: { reason?: string; violations?: { field: string; description: string }[] } }[];
+}
+
+/** Calls a dashboard RPC as the signed-in page does; answers status and JSON body. */
+async function call<T = Record<string, unknown>>(
+  server: DashboardTestServer,
+  cookie: string,
+  method: string,
+  body: Record<string, unknown>,
+) {
+  const response = await dashboardRpc(server, method, body, { cookie });
+  return { status: response.status, body: (await response.json()) as T & ErrorBody };
+}
+
+const violations = (body: ErrorBody) => body.details?.[0]?.debug?.violations ?? [];
+const reason = (body: ErrorBody) => body.details?.[0]?.debug?.reason;
+
+describe("dashboard operations, through the same code as the public API", () => {
+  let server: DashboardTestServer;
+  let owner: string;
+  let org: string;
+  const ask = <T = Record<string, unknown>>(method: string, body: Record<string, unknown> = {}, cookie = owner) =>
+    call<T>(server, cookie, method, { organizationId: org, ...body });
+
+  const myAccountId = async (cookie: string) =>
+    (await call<{ operator: { accountId: string } }>(server, cookie, "GetOperatorSession", {})).body.operator.accountId;
+
+  beforeAll(async () => {
+    server = await startDashboardServer();
+    owner = await setUpOwner(server);
+    org = server.credentials.organization_id;
+  });
+  afterAll(() => server.close());
+
+  describe("API keys", () => {
+    test("a created key is returned once, works against the config API, is listed by prefix only, and stops working when revoked", async () => {
+      const created = await ask<{ apiKey: { id: string; prefix: string; role: string }; key: string }>("CreateApiKey", {
+        name: "ci-deploy",
+        role: "ROLE_MEMBER",
+      });
+      expect(created.status).toBe(200);
+      expect(created.body.key).toMatch(/^gk_[A-Za-z0-9_-]{43}$/);
+      expect(created.body.apiKey).toMatchObject({ prefix: created.body.key.slice(0, 9), role: "ROLE_MEMBER" });
+      expect((await server.call(`/organization/${org}/config`, { bearer: created.body.key })).status).toBe(200);
+
+      const listed = await ask<{ apiKeys: { id: string; name: string; prefix: string; lastUsedAt?: string }[] }>("ListApiKeys");
+      const row = listed.body.apiKeys.find((k) => k.id === created.body.apiKey.id);
+      expect(row).toMatchObject({ name: "ci-deploy", prefix: created.body.key.slice(0, 9) });
+      expect(row?.lastUsedAt).toBeDefined();
+      expect(JSON.stringify(listed.body)).not.toContain(created.body.key);
+
+      expect((await ask("RevokeApiKey", { apiKeyId: created.body.apiKey.id })).status).toBe(200);
+      expect((await server.call(`/organization/${org}/config`, { bearer: created.body.key })).status).toBe(401);
+      const after = await ask<{ apiKeys: { id: string }[] }>("ListApiKeys");
+      expect(after.body.apiKeys.map((k) => k.id)).not.toContain(created.body.apiKey.id);
+      const withRevoked = await ask<{ apiKeys: { id: string; revokedAt?: string }[] }>("ListApiKeys", { includeRevoked: true });
+      expect(withRevoked.body.apiKeys.find((k) => k.id === created.body.apiKey.id)?.revokedAt).toBeDefined();
+    });
+
+    test("bad input lists every violation by field", async () => {
+      const response = await ask("CreateApiKey", { name: " ", role: "ROLE_UNSPECIFIED" });
+      expect(response.status).toBe(400);
+      expect(
+        violations(response.body)
+          .map((v) => v.field)
+          .sort(),
+      ).toEqual(["name", "role"]);
+    });
+
+    test("a key of another organisation cannot be revoked from here (404)", async () => {
+      const other = await server.app.tenancy.createOrganization("Other");
+      const foreign = await server.app.tenancy.createApiKey({ organizationId: other.organizationId, name: "theirs", role: "admin" });
+      const response = await ask("RevokeApiKey", { apiKeyId: foreign.id });
+      expect(response.status).toBe(404);
+      expect((await server.call(`/organization/${other.organizationId}/config`, { bearer: foreign.apiKey })).status).toBe(200);
+    });
+
+    test("long lists come in pages", async () => {
+      for (let i = 0; i < 4; i++) await ask("CreateApiKey", { name: `paged-${i}`, role: "ROLE_MEMBER" });
+      const seen: string[] = [];
+      let token = "";
+      let pages = 0;
+      do {
+        const page = await ask<{ apiKeys: { id: string }[]; nextPageToken: string }>("ListApiKeys", { pageSize: 2, pageToken: token });
+        expect(page.body.apiKeys.length).toBeLessThanOrEqual(2);
+        seen.push(...page.body.apiKeys.map((k) => k.id));
+        // proto3 JSON leaves out an empty next_page_token.
+        token = page.body.nextPageToken ?? "";
+        pages++;
+      } while (token !== "" && pages < 20);
+      expect(new Set(seen).size).toBe(seen.length);
+      expect(seen.length).toBeGreaterThanOrEqual(5);
+      expect((await ask("ListApiKeys", { pageToken: "garbage" })).status).toBe(400);
+    });
+  });
+
+  describe("identity keys", () => {
+    test("rotating the secret key returns the new key once; the old one is refused and the new one works", async () => {
+      const before = await ask<{ secretKey: { prefix: string } }>("GetIdentityKeys");
+      expect(before.body.secretKey.prefix).toBe(server.credentials.secret_key.slice(0, 9));
+      const rotated = await ask<{ key: string; keyInfo: { prefix: string; kind: string } }>("RotateIdentityKey", {
+        kind: "IDENTITY_KEY_KIND_SECRET",
+      });
+      expect(rotated.status).toBe(200);
+      expect(rotated.body.key).toMatch(/^sk_[A-Za-z0-9_-]{43}$/);
+      expect(rotated.body.keyInfo).toMatchObject({ kind: "IDENTITY_KEY_KIND_SECRET", prefix: rotated.body.key.slice(0, 9) });
+      const identifier = `rotated-${Date.now()}@example.com`;
+      expect((await callIdentity(server, "GenerateMagicLink", { identifier }, server.credentials.secret_key)).status).toBe(401);
+      expect((await callIdentity(server, "GenerateMagicLink", { identifier }, rotated.body.key)).status).toBe(200);
+      const after = await ask<{ secretKey: { prefix: string }; publishableKey: { prefix: string } }>("GetIdentityKeys");
+      expect(after.body.secretKey.prefix).toBe(rotated.body.key.slice(0, 9));
+      expect(after.body.publishableKey.prefix).toBe(server.credentials.publishable_key.slice(0, 9));
+      server.credentials.secret_key = rotated.body.key;
+    });
+  });
+
+  describe("identity settings", () => {
+    test("password authentication follows the toggle", async () => {
+      const current = await ask<{ settings: Record<string, unknown>; defaultRpId: string; defaultOrigins: string[] }>(
+        "GetIdentitySettings",
+      );
+      expect(current.body.settings).toMatchObject({ passkeys: true, magicLinks: true, sessionTtlSeconds: 3600 });
+      expect(current.body.settings.password ?? false).toBe(false);
+      expect(current.body.defaultOrigins).toEqual([server.origin]);
+      const register = () =>
+        postRest(
+          server,
+          "/identity/register/password",
+          { identifier: `pw-${Math.random().toString(36).slice(2)}@example.com`, password: goodPassword },
+          server.credentials.publishable_key,
+        );
+      expect((await register()).status).toBe(403);
+      const on = await ask("UpdateIdentitySettings", { settings: { ...current.body.settings, password: true } });
+      expect(on.status).toBe(200);
+      expect((await register()).status).toBe(200);
+      const off = await ask("UpdateIdentitySettings", { settings: { ...current.body.settings, password: false } });
+      expect(off.status).toBe(200);
+      expect((await register()).status).toBe(403);
+    });
+
+    test("every invalid value is listed with its field path, and nothing changes", async () => {
+      const current = await ask<{ settings: Record<string, unknown> }>("GetIdentitySettings");
+      const response = await ask("UpdateIdentitySettings", {
+        settings: {
+          ...current.body.settings,
+          sessionTtlSeconds: 5,
+          lockoutThreshold: 0,
+          rpId: "not a host!",
+          origins: ["ftp://x", "https://ok.example"],
+        },
+      });
+      expect(response.status).toBe(400);
+      expect(
+        violations(response.body)
+          .map((v) => v.field)
+          .sort(),
+      ).toEqual(["settings.lockout_threshold", "settings.origins[0]", "settings.rp_id", "settings.session_ttl_seconds"]);
+      const after = await ask<{ settings: Record<string, unknown> }>("GetIdentitySettings");
+      expect(after.body.settings).toEqual(current.body.settings);
+    });
+  });
+
+  describe("identities", () => {
+    test("search by identifier, see credentials and sessions, revoke a session and then all of them", async () => {
+      const identifier = `Search.Me+${Date.now()}@Example.com`;
+      const link = await callIdentity<{ token: string }>(server, "GenerateMagicLink", { identifier }, server.credentials.secret_key);
+      const first = await callIdentity<{ identityId: string; session: { token: string } }>(
+        server,
+        "VerifyMagicLink",
+        { token: link.body.token },
+        server.credentials.secret_key,
+      );
+      const link2 = await callIdentity<{ token: string }>(server, "GenerateMagicLink", { identifier }, server.credentials.secret_key);
+      const second = await callIdentity<{ session: { token: string } }>(
+        server,
+        "VerifyMagicLink",
+        { token: link2.body.token },
+        server.credentials.secret_key,
+      );
+
+      const found = await ask<{ identities: { id: string; identifier: string }[] }>("SearchIdentities", { query: "SEARCH.me+" });
+      expect(found.body.identities).toEqual([expect.objectContaining({ id: first.body.identityId, identifier: identifier.toLowerCase() })]);
+      expect((await ask<{ identities: unknown[] }>("SearchIdentities", { query: "%" })).body.identities ?? []).toEqual([]);
+
+      const details = await ask<{ hasPassword?: boolean; passkeys?: unknown[]; liveSessions: number }>("GetIdentityDetails", {
+        identityId: first.body.identityId,
+      });
+      expect(details.status).toBe(200);
+      expect(details.body.hasPassword ?? false).toBe(false);
+      expect(details.body.passkeys ?? []).toEqual([]);
+      expect(details.body.liveSessions).toBe(2);
+
+      const sessions = await ask<{ sessions: { sessionId: string; method: string; live: boolean }[] }>("ListIdentitySessions", {
+        identityId: first.body.identityId,
+      });
+      expect(sessions.body.sessions).toHaveLength(2);
+      expect(sessions.body.sessions.every((s) => s.method === "magic_link" && s.live)).toBe(true);
+
+      const validate = (token: string) => callIdentity(server, "ValidateSession", { token }, server.credentials.secret_key);
+      expect((await validate(first.body.session.token)).status).toBe(200);
+      const target = sessions.body.sessions.find((s) => s) as { sessionId: string };
+      const one = await ask<{ revoked: number }>("RevokeIdentitySessions", {
+        identityId: first.body.identityId,
+        sessionId: target.sessionId,
+      });
+      expect(one.body.revoked).toBe(1);
+      const all = await ask<{ revoked: number }>("RevokeIdentitySessions", { identityId: first.body.identityId });
+      expect(all.body.revoked).toBe(1);
+      expect((await validate(first.body.session.token)).status).toBe(401);
+      expect((await validate(second.body.session.token)).status).toBe(401);
+    });
+
+    test("an identity of another organisation is not found", async () => {
+      const other = await server.app.tenancy.createOrganization("Other identities");
+      const link = await callIdentity<{ token: string }>(
+        server,
+        "GenerateMagicLink",
+        { identifier: "elsewhere@example.com" },
+        other.secretKey,
+      );
+      const verified = await callIdentity<{ identityId: string }>(server, "VerifyMagicLink", { token: link.body.token }, other.secretKey);
+      expect((await ask("GetIdentityDetails", { identityId: verified.body.identityId })).status).toBe(404);
+      expect((await ask("RevokeIdentitySessions", { identityId: verified.body.identityId })).status).toBe(404);
+    });
+
+    test("removing a passkey that does not exist is 404", async () => {
+      const link = await callIdentity<{ token: string }>(
+        server,
+        "GenerateMagicLink",
+        { identifier: "nokeys@example.com" },
+        server.credentials.secret_key,
+      );
+      const verified = await callIdentity<{ identityId: string }>(
+        server,
+        "VerifyMagicLink",
+        { token: link.body.token },
+        server.credentials.secret_key,
+      );
+      const response = await ask("RemoveIdentityPasskey", { identityId: verified.body.identityId, credentialId: "AAAA" });
+      expect(response.status).toBe(404);
+    });
+  });
+
+  describe("secrets", () => {
+    test("environments, names, tags and versions are listed, never values; delete removes a secret", async () => {
+      const secrets = secretsApi(server, server.credentials.api_key);
+      await secrets.put("DATABASE_URL", "production", "postgres://very-secret-value", { tags: ["db"] });
+      await secrets.put("DATABASE_URL", "production", "postgres://very-secret-value-2", { tags: ["db", "rotated"] });
+      await secrets.put("STRIPE_KEY", "staging", "sk_test_secret_value");
+      const environments = await ask<{ environments: string[] }>("ListSecretEnvironments");
+      expect(environments.body.environments).toEqual(["production", "staging"]);
+      const listed = await ask<{ secrets: { name: string; version: number; tags: string[]; updatedAt: string }[] }>(
+        "ListEnvironmentSecrets",
+        { environment: "production" },
+      );
+      expect(listed.body.secrets).toEqual([
+        { name: "DATABASE_URL", environment: "production", version: 2, tags: ["db", "rotated"], updatedAt: expect.any(String) },
+      ]);
+      expect(JSON.stringify(listed.body)).not.toContain("very-secret-value");
+      expect((await ask("DeleteEnvironmentSecret", { environment: "production", name: "DATABASE_URL" })).status).toBe(200);
+      expect(await secrets.list("production")).toEqual([]);
+      expect((await ask("DeleteEnvironmentSecret", { environment: "production", name: "DATABASE_URL" })).status).toBe(404);
+    });
+  });
+
+  describe("configuration", () => {
+    test("history with actor, diff between revisions, and rollback that GET .../config then shows", async () => {
+      const doc = (upstream: string) => `version: 1\nroutes:\n  - name: plants\n    path: /plants\n    upstream: ${upstream}\n`;
+      const first = await applyOk(server, server.credentials.api_key, doc("http://127.0.0.1:8081"));
+      const second = await applyOk(server, server.credentials.api_key, doc("http://127.0.0.1:9999"));
+      const current = await ask<{ revision: number; yaml: string }>("GetConfigDocument");
+      expect(current.body.revision).toBe(second.revision);
+      expect(current.body.yaml).toBe((await exportOk(server, server.credentials.api_key)).yaml);
+
+      const history = await ask<{ revisions: { revision: number; actor: string; updated?: string[]; created?: string[] }[] }>(
+        "ListConfigHistory",
+      );
+      expect(history.body.revisions.map((r) => r.revision)).toEqual([second.revision, first.revision]);
+      expect(history.body.revisions[0]?.actor).toContain("initial admin");
+      expect(history.body.revisions[0]?.updated).toEqual(["routes/plants"]);
+
+      const diff = await ask<{ hunks: { lines: { kind: string; text: string }[] }[]; added: number; removed: number }>(
+        "DiffConfigRevisions",
+        {
+          fromRevision: first.revision,
+          toRevision: second.revision,
+        },
+      );
+      expect(diff.body).toMatchObject({ added: 1, removed: 1 });
+      const changed = diff.body.hunks.flatMap((h) => h.lines).filter((l) => l.kind !== "DIFF_LINE_KIND_SAME");
+      expect(changed.map((l) => [l.kind, l.text.trim()])).toEqual([
+        ["DIFF_LINE_KIND_REMOVED", "upstream: http://127.0.0.1:8081"],
+        ["DIFF_LINE_KIND_ADDED", "upstream: http://127.0.0.1:9999"],
+      ]);
+      expect((await ask("DiffConfigRevisions", { fromRevision: 0, toRevision: first.revision })).status).toBe(200);
+      expect((await ask("DiffConfigRevisions", { fromRevision: 999, toRevision: first.revision })).status).toBe(404);
+
+      const rolled = await ask<{ result: { revision: number } }>("RollbackConfigRevision", {
+        revision: first.revision,
+        expectedRevision: second.revision,
+      });
+      expect(rolled.status).toBe(200);
+      expect(rolled.body.result.revision).toBe(second.revision + 1);
+      const exported = await exportOk(server, server.credentials.api_key);
+      expect(exported.revision).toBe(second.revision + 1);
+      expect(exported.yaml).toContain("upstream: http://127.0.0.1:8081");
+      const newest = await ask<{ revisions: { actor: string; source: string }[] }>("ListConfigHistory", { pageSize: 1 });
+      expect(newest.body.revisions[0]).toMatchObject({
+        source: `rollback:${first.revision}`,
+        actor: expect.stringContaining("(dashboard)"),
+      });
+
+      const stale = await ask("RollbackConfigRevision", { revision: first.revision, expectedRevision: second.revision });
+      expect(stale.status).toBe(400);
+      expect(reason(stale.body)).toBe("revision_mismatch");
+    });
+  });
+
+  describe("members", () => {
+    test("an invited member sets up their account from the link, signs in, reads but cannot administer", async () => {
+      const invited = await ask<{ setupUrl: string; member: { accountId: string; status: string; role: string } }>("InviteMember", {
+        email: "Member@Example.com",
+        displayName: "Mia Member",
+        role: "ROLE_MEMBER",
+      });
+      expect(invited.status).toBe(200);
+      expect(invited.body.member).toMatchObject({ status: "MEMBER_STATUS_PENDING", role: "ROLE_MEMBER" });
+      const token = new URLSearchParams(new URL(invited.body.setupUrl).hash.slice(1)).get("token") as string;
+      expect(invited.body.setupUrl.startsWith(`${server.origin}/dashboard/setup#token=`)).toBe(true);
+      const inspect = await postDashboardAuth(server, "setup/inspect", { token });
+      expect(await inspect.json()).toEqual({ email: "member@example.com", display_name: "Mia Member" });
+      const setUp = await postDashboardAuth(server, "setup", {
+        token,
+        email: "member@example.com",
+        display_name: "Mia Member",
+        password: "another good passphrase",
+      });
+      expect(setUp.status).toBe(200);
+      const member = cookieOf(setUp);
+
+      expect((await ask("ListApiKeys", {}, member)).status).toBe(200);
+      expect((await ask("GetConfigDocument", {}, member)).status).toBe(200);
+      for (const [method, body] of [
+        ["CreateApiKey", { name: "nope", role: "ROLE_ADMIN" }],
+        ["RotateIdentityKey", { kind: "IDENTITY_KEY_KIND_SECRET" }],
+        ["InviteMember", { email: "x@example.com", displayName: "X", role: "ROLE_ADMIN" }],
+        ["ListSecretEnvironments", {}],
+      ] as const) {
+        const response = await ask(method, body, member);
+        expect({ method, status: response.status }).toEqual({ method, status: 403 });
+      }
+      const listed = await ask<{ members: { email: string; status: string }[] }>("ListMembers", {}, member);
+      expect(listed.body.members).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({ email: "member@example.com", status: "MEMBER_STATUS_ACTIVE" }),
+          expect.objectContaining({ email: "owner@example.com", status: "MEMBER_STATUS_ACTIVE" }),
+        ]),
+      );
+      expect(listed.body.members.some((m) => m.email.endsWith(".invalid"))).toBe(false);
+
+      // Made admin, the member administers; removed, they are refused at once.
+      const promoted = await ask("ChangeMemberRole", { accountId: invited.body.member.accountId, role: "ROLE_ADMIN" });
+      expect(promoted.status).toBe(200);
+      expect((await ask("ListSecretEnvironments", {}, member)).status).toBe(200);
+      expect((await ask("RemoveMember", { accountId: invited.body.member.accountId })).status).toBe(200);
+      expect((await ask("ListApiKeys", {}, member)).status).toBe(401);
+      expect(
+        (await postDashboardAuth(server, "sign-in", { email: "member@example.com", password: "another good passphrase" })).status,
+      ).toBe(401);
+    });
+
+    test("a member cannot be invited again", async () => {
+      const response = await ask("InviteMember", { email: "owner@example.com", displayName: "Again", role: "ROLE_ADMIN" });
+      expect(response.status).toBe(409);
+      expect(reason(response.body)).toBe("member_exists");
+      expect(violations(response.body).map((v) => v.field)).toEqual(["email"]);
+    });
+
+    test("an operator of another organisation is added without a link and then sees both organisations", async () => {
+      const other = await server.app.tenancy.createOrganization("Second organisation");
+      const token = new URLSearchParams(new URL(other.dashboardSetupUrl).hash.slice(1)).get("token") as string;
+      const otherOwner = cookieOf(
+        await postDashboardAuth(server, "setup", {
+          token,
+          email: "boss@example.org",
+          display_name: "Bo Boss",
+          password: "boss good passphrase",
+        }),
+      );
+      const invited = await call<{ setupUrl?: string; member: { status: string } }>(server, otherOwner, "InviteMember", {
+        organizationId: other.organizationId,
+        email: "owner@example.com",
+        displayName: "Olive",
+        role: "ROLE_MEMBER",
+      });
+      expect(invited.status).toBe(200);
+      expect(invited.body.setupUrl ?? "").toBe("");
+      expect(invited.body.member.status).toBe("MEMBER_STATUS_ACTIVE");
+      const session = await call<{ organizations: { organizationId: string; role: string }[] }>(server, owner, "GetOperatorSession", {});
+      expect(session.body.organizations).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({ organizationId: org, role: "ROLE_ADMIN" }),
+          expect.objectContaining({ organizationId: other.organizationId, role: "ROLE_MEMBER" }),
+        ]),
+      );
+      // The other organisation's admin removes Olive there: she keeps her own organisation and her session.
+      const me = await myAccountId(owner);
+      expect((await call(server, otherOwner, "RemoveMember", { organizationId: other.organizationId, accountId: me })).status).toBe(200);
+      expect((await call(server, owner, "ListApiKeys", { organizationId: other.organizationId })).status).toBe(404);
+      expect((await ask("ListApiKeys")).status).toBe(200);
+    });
+
+    test("a person removed from every organisation is re-opened by a new invitation and sets a new password", async () => {
+      const first = await ask<{ setupUrl: string; member: { accountId: string } }>("InviteMember", {
+        email: "leaver@example.com",
+        displayName: "Lee",
+        role: "ROLE_MEMBER",
+      });
+      const firstToken = new URLSearchParams(new URL(first.body.setupUrl).hash.slice(1)).get("token") as string;
+      expect(
+        (
+          await postDashboardAuth(server, "setup", {
+            token: firstToken,
+            email: "leaver@example.com",
+            display_name: "Lee",
+            password: "leaver first passphrase",
+          })
+        ).status,
+      ).toBe(200);
+      expect((await ask("RemoveMember", { accountId: first.body.member.accountId })).status).toBe(200);
+      const again = await ask<{ setupUrl: string; member: { status: string } }>("InviteMember", {
+        email: "leaver@example.com",
+        displayName: "Lee",
+        role: "ROLE_MEMBER",
+      });
+      expect(again.status).toBe(200);
+      expect(again.body.member.status).toBe("MEMBER_STATUS_PENDING");
+      expect(
+        (await postDashboardAuth(server, "sign-in", { email: "leaver@example.com", password: "leaver first passphrase" })).status,
+      ).toBe(401);
+      const token = new URLSearchParams(new URL(again.body.setupUrl).hash.slice(1)).get("token") as string;
+      expect(
+        (
+          await postDashboardAuth(server, "setup", {
+            token,
+            email: "leaver@example.com",
+            display_name: "Lee",
+            password: "leaver second passphrase",
+          })
+        ).status,
+      ).toBe(200);
+      expect(
+        (await postDashboardAuth(server, "sign-in", { email: "leaver@example.com", password: "leaver second passphrase" })).status,
+      ).toBe(200);
+    });
+
+    test("the last admin can be neither demoted nor removed", async () => {
+      const me = await myAccountId(owner);
+      const demote = await ask("ChangeMemberRole", { accountId: me, role: "ROLE_MEMBER" });
+      expect(demote.status).toBe(400);
+      expect(reason(demote.body)).toBe("last_admin");
+      const remove = await ask("RemoveMember", { accountId: me });
+      expect(remove.status).toBe(400);
+      expect(reason(remove.body)).toBe("last_admin");
+    });
+
+    test("two admins demoting each other at once leave one admin", async () => {
+      const invited = await ask<{ setupUrl: string; member: { accountId: string } }>("InviteMember", {
+        email: "second@example.com",
+        displayName: "Second",
+        role: "ROLE_ADMIN",
+      });
+      const token = new URLSearchParams(new URL(invited.body.setupUrl).hash.slice(1)).get("token") as string;
+      const second = cookieOf(
+        await postDashboardAuth(server, "setup", {
+          token,
+          email: "second@example.com",
+          display_name: "Second",
+          password: "second good passphrase",
+        }),
+      );
+      const me = await myAccountId(owner);
+      const [a, b] = await Promise.all([
+        ask("ChangeMemberRole", { accountId: invited.body.member.accountId, role: "ROLE_MEMBER" }),
+        ask("ChangeMemberRole", { accountId: me, role: "ROLE_MEMBER" }, second),
+      ]);
+      // One wins; the other is refused as the last admin (400) or, when it runs second, as no longer an admin (403).
+      const statuses = [a.status, b.status].sort();
+      expect(statuses[0]).toBe(200);
+      expect([400, 403]).toContain(statuses[1]);
+      const listed = await ask<{ members: { role: string }[] }>("ListMembers");
+      expect(listed.body.members.filter((m) => m.role === "ROLE_ADMIN")).toHaveLength(1);
+      // Back to the starting point for the other tests.
+      const admins = await ask<{ members: { accountId: string; email: string; role: string }[] }>("ListMembers");
+      const owners = admins.body.members.find((m) => m.email === "owner@example.com");
+      if (owners?.role !== "ROLE_ADMIN") {
+        await ask("ChangeMemberRole", { accountId: me, role: "ROLE_ADMIN" }, second);
+        owner = await signIn(server, "owner@example.com", ownerPassword);
+      }
+    });
+  });
+});

@@ -1,0 +1,132 @@
+import { spawnSync } from "node:child_process";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { startTestServer, type TestServer, type TestServerOptions } from "./server.js";
+
+/** The header and origin every dashboard request of a page carries. */
+export const dashboardHeader = "x-gatehouse-dashboard";
+
+export interface DashboardTestServer extends TestServer {
+  /** PUBLIC_URL: the origin the dashboard accepts requests from. */
+  origin: string;
+  /** The owner's one-time setup token from `gatehouse init`'s dashboard_setup_url. */
+  setupToken: string;
+  /** The setup link, pointing at this server. */
+  setupUrl: string;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address();
+      probe.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
+    });
+  });
+}
+
+/**
+ * A test server whose PUBLIC_URL is its own address (the dashboard accepts
+ * requests only from pages of PUBLIC_URL), so the port is chosen first.
+ */
+export async function startDashboardServer(
+  options: TestServerOptions & { publicHost?: "127.0.0.1" | "localhost" } = {},
+): Promise<DashboardTestServer> {
+  for (let attempt = 0; ; attempt++) {
+    const port = await freePort();
+    // "localhost" for browser tests with passkeys: an IP address cannot be a WebAuthn RP ID.
+    const origin = `http://${options.publicHost ?? "127.0.0.1"}:${port}`;
+    try {
+      const server = await startTestServer({ ...options, env: { PORT: String(port), PUBLIC_URL: origin, ...options.env } });
+      const setupUrl = server.credentials.dashboard_setup_url;
+      const setupToken = new URLSearchParams(new URL(setupUrl).hash.slice(1)).get("token") ?? "";
+      return { ...server, origin: new URL(server.app.config.publicUrl).origin, setupToken, setupUrl };
+    } catch (error) {
+      // Another test process took the port between the probe and the listen.
+      if (attempt < 5 && (error as { code?: string }).code === "EADDRINUSE") continue;
+      throw error;
+    }
+  }
+}
+
+export interface DashboardRequestOptions {
+  cookie?: string;
+  /** The Origin header; defaults to the server's PUBLIC_URL; null sends none. */
+  origin?: string | null;
+  /** Whether to send `X-Gatehouse-Dashboard: 1` (default true). */
+  marked?: boolean;
+  bearer?: string;
+}
+
+function dashboardHeaders(server: DashboardTestServer, options: DashboardRequestOptions): Record<string, string> {
+  const headers: Record<string, string> = { "content-type": "application/json" };
+  const origin = options.origin === undefined ? server.origin : options.origin;
+  if (origin !== null) headers.origin = origin;
+  if (options.marked !== false) headers[dashboardHeader] = "1";
+  if (options.cookie) headers.cookie = options.cookie;
+  if (options.bearer) headers.authorization = `Bearer ${options.bearer}`;
+  return headers;
+}
+
+/** POSTs to one of the /dashboard/auth/* endpoints. */
+export function postDashboardAuth(
+  server: DashboardTestServer,
+  action: string,
+  body: unknown,
+  options: DashboardRequestOptions = {},
+): Promise<Response> {
+  return fetch(`${server.url}/dashboard/auth/${action}`, {
+    method: "POST",
+    headers: dashboardHeaders(server, options),
+    body: JSON.stringify(body),
+  });
+}
+
+/** Calls a DashboardService RPC (Connect JSON) the way the dashboard's pages do. */
+export function dashboardRpc(
+  server: DashboardTestServer,
+  method: string,
+  body: unknown,
+  options: DashboardRequestOptions = {},
+): Promise<Response> {
+  return fetch(`${server.url}/svc.v1.DashboardService/${method}`, {
+    method: "POST",
+    headers: { ...dashboardHeaders(server, options), "connect-protocol-version": "1" },
+    body: JSON.stringify(body),
+  });
+}
+
+/** The `name=value` part of a Set-Cookie header, ready to send back as Cookie. */
+export function cookieOf(response: Response): string {
+  const setCookie = response.headers.get("set-cookie");
+  if (!setCookie) throw new Error(`no Set-Cookie in the answer (status ${response.status})`);
+  return setCookie.split(";")[0] as string;
+}
+
+export const ownerPassword = "correct horse battery staple 42";
+
+/** Sets up the owner from the setup link and returns the session cookie. */
+export async function setUpOwner(server: DashboardTestServer, email = "owner@example.com"): Promise<string> {
+  const response = await postDashboardAuth(server, "setup", {
+    token: server.setupToken,
+    email,
+    display_name: "Olive Owner",
+    password: ownerPassword,
+  });
+  if (response.status !== 200) throw new Error(`setup failed: ${response.status} ${await response.text()}`);
+  return cookieOf(response);
+}
+
+/** Signs in with a password and returns the session cookie. */
+export async function signIn(server: DashboardTestServer, email: string, password: string): Promise<string> {
+  const response = await postDashboardAuth(server, "sign-in", { email, password });
+  if (response.status !== 200) throw new Error(`sign-in failed: ${response.status} ${await response.text()}`);
+  return cookieOf(response);
+}
+
+/** Bundles the dashboard UI into dist/dashboard (what `npm install` does), so browser tests run the current sources. */
+export function buildDashboardUi(): void {
+  const result = spawnSync(process.execPath, [join(process.cwd(), "scripts", "build-dashboard.mjs")], { encoding: "utf8" });
+  if (result.status !== 0) throw new Error(`building the dashboard UI failed: ${result.stderr}`);
+}
