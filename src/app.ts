@@ -1,32 +1,38 @@
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { createServer, type Server } from "node:http";
-import { createServer as createHttp2Server, type Http2Server } from "node:http2";
+import { createServer as createHttp2Server, type Http2Server, type Http2Session } from "node:http2";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { DestinationStream } from "pino";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
 import { ConfigService } from "../gen/svc/v1/config_pb.js";
+import { DashboardService } from "../gen/svc/v1/dashboard_pb.js";
 import { IdentityService } from "../gen/svc/v1/identity_pb.js";
 import { SecretsService } from "../gen/svc/v1/secrets_pb.js";
 import type { AppDeps } from "./app-deps.js";
 import type { Config } from "./config.js";
 import { createMasterKeyring } from "./crypto/envelope.js";
+import { createDashboard } from "./dashboard/create-dashboard.js";
 import { loadMasterKey } from "./crypto/master-key.js";
 import { systemRandom, type RandomSource } from "./crypto/tokens.js";
 import { systemClock, type Clock } from "./domain/clock.js";
 import { DomainError } from "./domain/errors.js";
 import { createTenancy, type InitialCredentials } from "./domain/tenancy/tenancy.js";
+import { clientIdentityPaths, withClientCors } from "./handlers/client-cors.js";
 import { createConfigService } from "./handlers/config-service.js";
+import { createDashboardService } from "./handlers/dashboard-service.js";
 import { createHealthService } from "./handlers/health-service.js";
-import { createIdentityService } from "./handlers/identity-service.js";
+import { createIdentityService, createJwksRoute } from "./handlers/identity-service.js";
 import { createSecretsService } from "./handlers/secrets-service.js";
+import { createSdkRoutes } from "./handlers/sdk-routes.js";
 import { createAuthenticator, createAuthInterceptor } from "./interceptors/auth.js";
 import { createErrorInterceptor, type ErrorLogger } from "./interceptors/errors.js";
+import { createPlantServer } from "./plants/plant-api.js";
 import { restRoutes } from "./rest/routes.js";
 import { createRestShim } from "./rest/shim.js";
 import { createConnectUnary } from "./server/connect-unary.js";
-import { createPlatformHandler, type ExtraRoute } from "./server/http-server.js";
-import { createLogger, type Logger } from "./server/logger.js";
+import { createPlatformHandler, stampPeerAddress, type ExtraRoute } from "./server/http-server.js";
+import { createLoggers, type Logger } from "./server/logger.js";
 import { createMetrics } from "./server/metrics.js";
 import { createRoutes, indexUnary, type ServiceEntry } from "./server/registry.js";
 import { openDatabase, type Database } from "./storage/database.js";
@@ -67,7 +73,8 @@ export async function createApp(options: AppOptions): Promise<App> {
   const { config } = options;
   const clock = options.clock ?? systemClock;
   const random = options.random ?? systemRandom;
-  const logger = createLogger(config.logLevel, options.logDestination);
+  const loggers = createLoggers(config.logLevel, options.logDestination);
+  const logger = loggers.app;
   const keyring = createMasterKeyring(loadMasterKey({ base64: config.masterKeyBase64, file: join(config.dataDir, "master.key") }));
   const database = await openDatabase(config.database);
   const closers: (() => Promise<void> | void)[] = [];
@@ -75,9 +82,11 @@ export async function createApp(options: AppOptions): Promise<App> {
 
   const logError: ErrorLogger = (error, context) => logger.error({ err: error, procedure: context.procedure }, "request failed");
   const tenancyStore = createTenancyStore(database.client);
+  const dashboard = createDashboard(deps, { logError });
   const authenticator = createAuthenticator({
     store: tenancyStore,
     clock,
+    dashboard: dashboard.authenticate,
     onTouchError: (error) => logger.warn({ err: error }, "could not record key use"),
   });
   const tenancy = createTenancy({
@@ -87,11 +96,17 @@ export async function createApp(options: AppOptions): Promise<App> {
     publicUrl: config.publicUrl,
   });
 
+  const configService = createConfigService(deps);
+  const secretsService = createSecretsService(deps);
   const services: ServiceEntry[] = [
     { service: Health, impl: createHealthService({ pingDatabase: database.ping }) },
-    { service: ConfigService, impl: createConfigService(deps) },
-    { service: SecretsService, impl: createSecretsService(deps) },
+    { service: ConfigService, impl: configService },
+    { service: SecretsService, impl: secretsService },
     { service: IdentityService, impl: createIdentityService(deps) },
+    {
+      service: DashboardService,
+      impl: createDashboardService(deps, { dashboard, tenancy, config: configService, secrets: secretsService }),
+    },
   ];
   const routes = createRoutes(services, [createErrorInterceptor(logError), createAuthInterceptor(authenticator)]);
   const unary = indexUnary(services);
@@ -108,14 +123,18 @@ export async function createApp(options: AppOptions): Promise<App> {
         res.end(body);
       },
     },
+    createJwksRoute(deps),
+    ...createSdkRoutes(),
+    ...dashboard.routes,
   ];
   const platformHandler = createPlatformHandler({
-    logger,
+    logger: loggers.requests,
     metrics,
     rest: createRestShim({ authenticator, logError, routes: restRoutes, unary, limits: config.limits }),
     connectUnary: createConnectUnary({ authenticator, logError, unary, readMaxBytes }),
     stock: connectNodeAdapter(adapterOptions),
     extra,
+    rpcPaths: new Set(services.flatMap(({ service }) => service.methods.map((m) => `/${service.typeName}/${m.name}`))),
   });
 
   let servers: (Server | Http2Server)[] = [];
@@ -135,13 +154,15 @@ export async function createApp(options: AppOptions): Promise<App> {
       }
     },
     async listen() {
-      const http = createServer({ keepAliveTimeout: 65_000 }, platformHandler);
-      const grpc = createHttp2Server(connectNodeAdapter(adapterOptions));
-      const sample = createServer((req, res) => {
-        req.resume();
-        res.writeHead(404, { "content-type": "application/json" });
-        res.end(JSON.stringify({ error: 404, message: "the sample plant API is not available yet" }));
-      });
+      const http = createServer({ keepAliveTimeout: 65_000 }, withClientCors(platformHandler, clientIdentityPaths(restRoutes)));
+      const grpcAdapter = connectNodeAdapter(adapterOptions);
+      const grpc = trackSessions(
+        createHttp2Server((req, res) => {
+          stampPeerAddress(req);
+          grpcAdapter(req, res);
+        }),
+      );
+      const sample = createPlantServer(deps);
       servers = [http, grpc, sample];
       const ports = await Promise.all([
         listenOn(http, config.port, config.host),
@@ -170,11 +191,30 @@ function listenOn(server: Server | Http2Server, port: number, host: string): Pro
   });
 }
 
+/** HTTP/2 sessions of a server, so that shutdown can send them GOAWAY. */
+const http2Sessions = new WeakMap<Http2Server, Set<Http2Session>>();
+
+function trackSessions(server: Http2Server): Http2Server {
+  const sessions = new Set<Http2Session>();
+  http2Sessions.set(server, sessions);
+  server.on("session", (session: Http2Session) => {
+    sessions.add(session);
+    session.once("close", () => sessions.delete(session));
+  });
+  return server;
+}
+
 function closeServer(server: Server | Http2Server): Promise<void> {
   return new Promise((resolve) => {
     if (!server.listening) return resolve();
     server.close(() => resolve());
     if ("closeIdleConnections" in server) server.closeIdleConnections();
+    // GOAWAY lets HTTP/2 clients finish streams in flight and open no new ones.
+    for (const session of http2Sessions.get(server as Http2Server) ?? []) {
+      session.close();
+      // Streams in flight get a grace period; idle sessions the client keeps open do not hold shutdown.
+      setTimeout(() => session.destroy(), session.closed ? 0 : 1000).unref();
+    }
     // Connections still busy after the grace period are cut.
     setTimeout(() => {
       if ("closeAllConnections" in server) server.closeAllConnections();
