@@ -44,8 +44,9 @@ describe("gatehouse settings", () => {
       passkeys: true,
       magic_links: true,
       password: false,
-      rp_id: "127.0.0.1",
-      origins: ["http://127.0.0.1:8080"],
+      // An IP address cannot be a WebAuthn RP ID: the loopback default is localhost.
+      rp_id: "localhost",
+      origins: ["http://127.0.0.1:8080", "http://localhost:8080"],
       session_ttl_seconds: 3600,
       magic_link_ttl_seconds: 900,
       lockout_threshold: 5,
@@ -86,7 +87,7 @@ describe("gatehouse settings", () => {
 
     // Empty rp_id and origins return to the defaults from PUBLIC_URL.
     const reset = await gatehouse(["settings", "set", "--org", org(), "rp_id=", "origins=", "--json"]);
-    expect(JSON.parse(reset.stdout)).toMatchObject({ rp_id: "127.0.0.1", origins: ["http://127.0.0.1:8080"], password: true });
+    expect(JSON.parse(reset.stdout)).toMatchObject({ rp_id: "localhost", origins: ["http://127.0.0.1:8080", "http://localhost:8080"], password: true });
   });
 
   test("every bad assignment is reported at once and nothing changes", async () => {

@@ -42,12 +42,29 @@ export const defaultSettings = {
 /** Resolves the stored row (or its absence) against the defaults. */
 export function effectiveSettings(stored: IdentitySettingsRecord | null, publicUrl: string): IdentitySettings {
   const url = new URL(publicUrl);
+  const defaults = defaultRelyingParty(url);
   return {
     ...defaultSettings,
     ...(stored ? withoutNulls(stored) : {}),
-    rpId: stored?.rpId ?? url.hostname,
-    origins: stored?.origins ?? [url.origin],
+    rpId: stored?.rpId ?? defaults.rpId,
+    origins: stored?.origins ?? defaults.origins,
   };
+}
+
+/**
+ * The host and origin of PUBLIC_URL. An IP address cannot be a relying-party ID
+ * (WebAuthn: "the RP ID must be a registrable domain suffix of the origin's
+ * effective domain"), so for the zero-configuration loopback default the
+ * relying party is "localhost" and http://localhost:<port> is allowed too: the
+ * same server, reached by the name browsers accept for passkeys.
+ */
+function defaultRelyingParty(url: URL): { rpId: string; origins: string[] } {
+  if (url.hostname === "127.0.0.1" || url.hostname === "[::1]") {
+    const local = new URL(url.origin);
+    local.hostname = "localhost";
+    return { rpId: "localhost", origins: [url.origin, local.origin] };
+  }
+  return { rpId: url.hostname, origins: [url.origin] };
 }
 
 function withoutNulls(stored: IdentitySettingsRecord) {
