@@ -138,7 +138,9 @@ describe("dashboard operations, through the same code as the public API", () => 
       );
       expect(current.body.settings).toMatchObject({ passkeys: true, magicLinks: true, sessionTtlSeconds: 3600 });
       expect(current.body.settings.password ?? false).toBe(false);
-      expect(current.body.defaultOrigins).toEqual([server.origin]);
+      // The loopback default relying party is localhost, reachable by both names.
+      expect(current.body.defaultRpId).toBe("localhost");
+      expect(current.body.defaultOrigins).toEqual([server.origin, server.origin.replace("127.0.0.1", "localhost")]);
       const register = () =>
         postRest(
           server,
