@@ -1,0 +1,367 @@
+import {
+  checkCidr,
+  checkHostname,
+  checkName,
+  checkPath,
+  checkRegex,
+  checkUpstream,
+  checkHeaderName,
+  describeValue,
+} from "./config-checks.js";
+import {
+  emptyDocument,
+  httpMethods,
+  pluginTypes,
+  resourceKinds,
+  type CanonicalResource,
+  type ConfigValue,
+  type PluginType,
+  type Resource,
+  type ResourceKind,
+  type RouteResource,
+  type RuleMatch,
+} from "./config-document.js";
+import { configIsOptional, describePluginConfig, validatePluginConfig } from "./plugin-configs.js";
+import { PathViolations, type PathSegment, type PathViolation } from "./path-violations.js";
+
+/** A resource of a validated document, with where it stands in the document. */
+export interface DocumentResource extends CanonicalResource {
+  /** Index in its kind's list. */
+  index: number;
+  value: Resource;
+}
+
+export type ValidatedDocument = Record<ResourceKind, DocumentResource[]>;
+
+const singular: Record<ResourceKind, string> = { domains: "domain", plugins: "plugin", rules: "rule", routes: "route" };
+const resourceKeys: Record<ResourceKind, readonly string[]> = {
+  domains: ["name"],
+  plugins: ["name", "type", "config"],
+  rules: ["name", "match", "action"],
+  routes: ["name", "domains", "path", "methods", "upstream", "plugins", "rules"],
+};
+const listLimits = { domains: 100, plugins: 32, rules: 64 } as const;
+
+/**
+ * Validates the value of a version 1 document (CONTRACT.md "Configuration
+ * API"): every violation is reported, each with its path. References between
+ * resources are checked later, against the state the import would produce.
+ */
+export function validateConfigDocument(value: unknown): { document: ValidatedDocument; violations: PathViolation[] } {
+  const violations = new PathViolations();
+  const document: ValidatedDocument = emptyDocument() as ValidatedDocument;
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    violations.add([], `the document must be a mapping that starts with "version: 1", got ${describeValue(value)}`);
+    return { document, violations: violations.items };
+  }
+  const root = value as Record<string, unknown>;
+  for (const key of Object.keys(root)) {
+    if (key !== "version" && !(resourceKinds as readonly string[]).includes(key)) {
+      violations.add([key], `unknown key "${key}": a version 1 document has version, domains, plugins, rules and routes`, "key");
+    }
+  }
+  if (root.version === undefined) violations.add(["version"], 'required: the format version, "version: 1"');
+  else if (root.version !== 1) violations.add(["version"], `must be 1 (the only format version), got ${describeValue(root.version)}`);
+
+  for (const kind of resourceKinds) {
+    const list = root[kind];
+    if (list === undefined || list === null) continue;
+    if (!Array.isArray(list)) {
+      violations.add([kind], `must be a list of ${kind} (each entry starting with "- name: ..."), got ${describeValue(list)}`);
+      continue;
+    }
+    const firstIndex = new Map<string, number>();
+    list.forEach((item, index) => {
+      const path: PathSegment[] = [kind, index];
+      const before = violations.items.length;
+      const resource = readResource(kind, item, path, violations);
+      // A duplicate is reported even when the resource has other problems.
+      const name = resource?.name ?? validNameOf(kind, item);
+      if (name === undefined) return;
+      const earlier = firstIndex.get(name);
+      if (earlier !== undefined) {
+        violations.add([...path, "name"], `duplicate name "${name}": ${kind}[${earlier}] already has it; names are unique per kind`);
+        return;
+      }
+      firstIndex.set(name, index);
+      if (resource !== undefined && violations.items.length === before) {
+        document[kind].push({ kind, name, spec: JSON.stringify(resource), index, value: resource });
+      }
+    });
+  }
+  return { document, violations: violations.items };
+}
+
+function validNameOf(kind: ResourceKind, item: unknown): string | undefined {
+  const name = item !== null && typeof item === "object" ? (item as { name?: unknown }).name : undefined;
+  if (typeof name !== "string") return undefined;
+  return (kind === "domains" ? checkHostname(name) : checkName(name)) === undefined ? name : undefined;
+}
+
+function readResource(kind: ResourceKind, item: unknown, path: PathSegment[], violations: PathViolations): Resource | undefined {
+  if (item === null || typeof item !== "object" || Array.isArray(item)) {
+    violations.add(path, `each ${singular[kind]} is a mapping with a name (e.g. "- name: ..."), got ${describeValue(item)}`);
+    return undefined;
+  }
+  const input = item as Record<string, unknown>;
+  const allowed = resourceKeys[kind];
+  for (const key of Object.keys(input)) {
+    if (!allowed.includes(key)) {
+      violations.add([...path, key], `unknown key "${key}": a ${singular[kind]} has ${allowed.join(", ")}`, "key");
+    }
+  }
+  const name = readName(kind, input.name, path, violations);
+  switch (kind) {
+    case "domains":
+      return name === undefined ? undefined : { name };
+    case "plugins":
+      return readPlugin(name, input, path, violations);
+    case "rules":
+      return readRule(name, input, path, violations);
+    case "routes":
+      return readRoute(name, input, path, violations);
+  }
+}
+
+function readName(kind: ResourceKind, raw: unknown, parent: PathSegment[], violations: PathViolations): string | undefined {
+  const path = () => [...parent, "name"];
+  if (raw === undefined || raw === null) {
+    violations.add(path(), kind === "domains" ? "required: the hostname (e.g. api.example.com)" : `required: the ${singular[kind]}'s name`);
+    return undefined;
+  }
+  if (typeof raw !== "string") {
+    violations.add(path(), `must be a string, got ${describeValue(raw)}`);
+    return undefined;
+  }
+  const problem = kind === "domains" ? checkHostname(raw) : checkName(raw);
+  if (problem) {
+    violations.add(path(), problem);
+    return undefined;
+  }
+  return raw;
+}
+
+/** A required string field `key` of the mapping at `parent`. */
+function readString(
+  raw: unknown,
+  parent: PathSegment[],
+  key: string,
+  violations: PathViolations,
+  what: string,
+  check: (v: string) => string | undefined,
+) {
+  if (raw === undefined || raw === null) {
+    violations.add([...parent, key], `required: ${what}`);
+    return undefined;
+  }
+  if (typeof raw !== "string") {
+    violations.add([...parent, key], `must be a string (${what}), got ${describeValue(raw)}`);
+    return undefined;
+  }
+  const problem = check(raw);
+  if (problem) {
+    violations.add([...parent, key], problem);
+    return undefined;
+  }
+  return raw;
+}
+
+function readPlugin(
+  name: string | undefined,
+  input: Record<string, unknown>,
+  path: PathSegment[],
+  violations: PathViolations,
+): Resource | undefined {
+  const before = violations.items.length;
+  const type = readString(input.type, path, "type", violations, `the plugin type, one of ${pluginTypes.join(", ")}`, (value) =>
+    (pluginTypes as readonly string[]).includes(value)
+      ? undefined
+      : `unknown plugin type ${describeValue(value)}: use one of ${pluginTypes.join(", ")}`,
+  ) as PluginType | undefined;
+  let config: Record<string, ConfigValue> | undefined;
+  if (type !== undefined) {
+    if ((input.config === undefined || input.config === null) && configIsOptional(type)) config = {};
+    else if (input.config === undefined || input.config === null) {
+      violations.add([...path, "config"], `required for a ${type} plugin: ${describePluginConfig(type)}`);
+    } else config = validatePluginConfig(type, input.config, [...path, "config"], violations);
+  }
+  if (name === undefined || type === undefined || config === undefined || violations.items.length !== before) return undefined;
+  return { name, type, config };
+}
+
+function readRule(
+  name: string | undefined,
+  input: Record<string, unknown>,
+  path: PathSegment[],
+  violations: PathViolations,
+): Resource | undefined {
+  const before = violations.items.length;
+  const match = readMatch(input.match, [...path, "match"], violations);
+  const action = readString(input.action, path, "action", violations, "deny or allow", (value) =>
+    value === "deny" || value === "allow" ? undefined : `must be deny or allow, got ${describeValue(value)}`,
+  ) as "deny" | "allow" | undefined;
+  if (name === undefined || match === undefined || action === undefined || violations.items.length !== before) return undefined;
+  return { name, match, action };
+}
+
+const matchForms = "one of {header: <name>, regex: <pattern>, ignore_case: true|false}, {path_prefix: /path} or {ip_cidr: 10.0.0.0/8}";
+
+function readMatch(raw: unknown, path: PathSegment[], violations: PathViolations): RuleMatch | undefined {
+  if (raw === undefined || raw === null) {
+    violations.add(path, `required: what the rule matches, ${matchForms}`);
+    return undefined;
+  }
+  if (typeof raw !== "object" || Array.isArray(raw)) {
+    violations.add(path, `must be a mapping, ${matchForms}; got ${describeValue(raw)}`);
+    return undefined;
+  }
+  const input = raw as Record<string, unknown>;
+  const allowed = ["header", "regex", "ignore_case", "path_prefix", "ip_cidr"];
+  for (const key of Object.keys(input)) {
+    if (!allowed.includes(key)) violations.add([...path, key], `unknown key "${key}": a match is ${matchForms}`, "key");
+  }
+  const forms = [
+    "header" in input || "regex" in input || "ignore_case" in input ? "header" : undefined,
+    "path_prefix" in input ? "path_prefix" : undefined,
+    "ip_cidr" in input ? "ip_cidr" : undefined,
+  ].filter((f) => f !== undefined);
+  if (forms.length === 0) {
+    if (Object.keys(input).every((key) => allowed.includes(key))) violations.add(path, `is empty: give ${matchForms}`);
+    return undefined;
+  }
+  if (forms.length > 1) {
+    violations.add(path, `combines ${forms.join(" and ")}: a rule matches exactly ${matchForms}; write one rule per condition`);
+    return undefined;
+  }
+  const before = violations.items.length;
+  if (forms[0] === "header") {
+    const header = readString(input.header, path, "header", violations, 'the request header to test (e.g. "user-agent")', checkHeaderName);
+    const regex = readString(
+      input.regex,
+      path,
+      "regex",
+      violations,
+      'a JavaScript regular expression without delimiters (e.g. "bot")',
+      checkRegex,
+    );
+    const ignoreCase = input.ignore_case;
+    if (ignoreCase !== undefined && ignoreCase !== null && typeof ignoreCase !== "boolean") {
+      violations.add([...path, "ignore_case"], `must be true or false, got ${describeValue(ignoreCase)}`);
+    }
+    if (header === undefined || regex === undefined || violations.items.length !== before) return undefined;
+    const match: RuleMatch = { header: header.toLowerCase(), regex };
+    if (typeof ignoreCase === "boolean") match.ignore_case = ignoreCase;
+    return match;
+  }
+  if (forms[0] === "path_prefix") {
+    const prefix = readString(input.path_prefix, path, "path_prefix", violations, 'a path prefix (e.g. "/admin")', (v) =>
+      checkPath(v, { wildcard: false }),
+    );
+    return prefix === undefined ? undefined : { path_prefix: prefix };
+  }
+  const cidr = readString(input.ip_cidr, path, "ip_cidr", violations, 'a CIDR block (e.g. "10.0.0.0/8")', checkCidr);
+  return cidr === undefined ? undefined : { ip_cidr: cidr };
+}
+
+function readRoute(
+  name: string | undefined,
+  input: Record<string, unknown>,
+  path: PathSegment[],
+  violations: PathViolations,
+): Resource | undefined {
+  const before = violations.items.length;
+  const domains = readNameList(input.domains, path, "domains", violations, {
+    what: "hostnames of domains",
+    max: listLimits.domains,
+    check: checkHostname,
+    empty: "omit domains to serve the route on every domain; an empty list would serve it on none",
+  });
+  const routePath = readString(
+    input.path,
+    path,
+    "path",
+    violations,
+    'the request path (e.g. "/plants", or "/plants/*" for a prefix)',
+    (v) => checkPath(v, { wildcard: true }),
+  );
+  const methods = readNameList(input.methods, path, "methods", violations, {
+    what: "HTTP methods",
+    max: httpMethods.length,
+    check: (value) =>
+      (httpMethods as readonly string[]).includes(value)
+        ? undefined
+        : (httpMethods as readonly string[]).includes(value.toUpperCase())
+          ? `methods are upper case: use "${value.toUpperCase()}"`
+          : `${describeValue(value)} is not a method: use one of ${httpMethods.join(", ")}`,
+    empty: "omit methods to accept every method; an empty list would accept none",
+  });
+  const upstream = readString(
+    input.upstream,
+    path,
+    "upstream",
+    violations,
+    'the http or https URL requests are sent to (e.g. "http://127.0.0.1:8081")',
+    checkUpstream,
+  );
+  const plugins = readNameList(input.plugins, path, "plugins", violations, {
+    what: "plugin names",
+    max: listLimits.plugins,
+    check: checkName,
+  });
+  const rules = readNameList(input.rules, path, "rules", violations, { what: "rule names", max: listLimits.rules, check: checkName });
+  if (name === undefined || routePath === undefined || upstream === undefined || violations.items.length !== before) return undefined;
+  // Canonical order and form: optional lists absent rather than empty.
+  const route: RouteResource = {
+    name,
+    ...(domains ? { domains } : {}),
+    path: routePath,
+    ...(methods ? { methods } : {}),
+    upstream,
+    ...(plugins && plugins.length > 0 ? { plugins } : {}),
+    ...(rules && rules.length > 0 ? { rules } : {}),
+  };
+  return route;
+}
+
+function readNameList(
+  raw: unknown,
+  parent: PathSegment[],
+  key: string,
+  violations: PathViolations,
+  options: { what: string; max: number; check: (value: string) => string | undefined; empty?: string },
+): string[] | undefined {
+  if (raw === undefined || raw === null) return undefined;
+  if (!Array.isArray(raw)) {
+    violations.add([...parent, key], `must be a list of ${options.what} (e.g. [a, b]), got ${describeValue(raw)}`);
+    return undefined;
+  }
+  if (raw.length === 0 && options.empty) {
+    violations.add([...parent, key], options.empty);
+    return undefined;
+  }
+  if (raw.length > options.max) {
+    violations.add([...parent, key], `holds ${raw.length} ${options.what}; at most ${options.max} are allowed`);
+    return undefined;
+  }
+  const out: string[] = [];
+  const seen = new Map<string, number>();
+  raw.forEach((item, i) => {
+    if (typeof item !== "string") {
+      violations.add([...parent, key, i], `must be a string, got ${describeValue(item)}`);
+      return;
+    }
+    const problem = options.check(item);
+    if (problem) {
+      violations.add([...parent, key, i], problem);
+      return;
+    }
+    const first = seen.get(item);
+    if (first !== undefined) {
+      violations.add([...parent, key, i], `"${item}" is listed twice (also at [${first}])`);
+      return;
+    }
+    seen.set(item, i);
+    out.push(item);
+  });
+  return out;
+}
