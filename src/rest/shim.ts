@@ -46,6 +46,11 @@ export function createRestShim(deps: RestShimDeps) {
     return { route, regex: new RegExp(`^${source}$`), params };
   });
 
+  const exactPaths = new Map<string, CompiledRoute[]>();
+  for (const route of compiled) {
+    if (route.params.length === 0) exactPaths.set(route.route.pattern, [...(exactPaths.get(route.route.pattern) ?? []), route]);
+  }
+
   function entryOf(method: DescMethod): UnaryEntry {
     const entry = deps.unary.get(`/${method.parent.typeName}/${method.name}`);
     if (!entry) throw new Error(`REST route targets ${method.parent.typeName}/${method.name}, which is not served`);
@@ -154,8 +159,16 @@ export function createRestShim(deps: RestShimDeps) {
   return {
     /** The route for a request, or undefined when no REST path matches. */
     match(method: string, pathname: string): RestMatch | "method_not_allowed" | undefined {
+      // Paths without parameters (the probes) are found without running the patterns.
+      const exact = exactPaths.get(pathname);
+      if (exact) {
+        const route = exact.find((r) => r.route.method === method);
+        if (!route) return "method_not_allowed";
+        return { pattern: route.route.pattern, handle: (req, res, url) => handle(route, [], req, res, url) };
+      }
       let pathMatched = false;
       for (const route of compiled) {
+        if (route.params.length === 0) continue;
         const found = route.regex.exec(pathname);
         if (!found) continue;
         pathMatched = true;

@@ -24,13 +24,33 @@ export function createMetrics() {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry],
   });
+
+  // Label sets are few (served routes x protocols x statuses): keep their bound
+  // children instead of hashing the labels on every request.
+  type Series = { requests: { inc(): void }; errors?: { inc(): void }; duration: { observe(value: number): void } };
+  const series = new Map<string, Series>();
+  function seriesOf(route: string, protocol: string, status: number): Series {
+    const key = `${route}\u0000${protocol}\u0000${status}`;
+    let found = series.get(key);
+    if (!found) {
+      const code = String(status);
+      found = {
+        requests: requests.labels(route, protocol, code),
+        ...(status >= 400 ? { errors: errors.labels(route, protocol, code) } : {}),
+        duration: duration.labels(route, protocol),
+      };
+      series.set(key, found);
+    }
+    return found;
+  }
+
   return {
     registry,
     observe(route: string, protocol: string, status: number, seconds: number) {
-      const labels = { route, protocol, status: String(status) };
-      requests.inc(labels);
-      if (status >= 400) errors.inc(labels);
-      duration.observe({ route, protocol }, seconds);
+      const s = seriesOf(route, protocol, status);
+      s.requests.inc();
+      s.errors?.inc();
+      s.duration.observe(seconds);
     },
   };
 }
