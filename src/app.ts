@@ -17,6 +17,7 @@ import { loadMasterKey } from "./crypto/master-key.js";
 import { systemRandom, type RandomSource } from "./crypto/tokens.js";
 import { systemClock, type Clock } from "./domain/clock.js";
 import { DomainError } from "./domain/errors.js";
+import { createPasswordHasher } from "./domain/identity/password-hasher.js";
 import { createTenancy, type InitialCredentials } from "./domain/tenancy/tenancy.js";
 import { clientIdentityPaths, withClientCors } from "./handlers/client-cors.js";
 import { createConfigService } from "./handlers/config-service.js";
@@ -78,11 +79,20 @@ export async function createApp(options: AppOptions): Promise<App> {
   const keyring = createMasterKeyring(loadMasterKey({ base64: config.masterKeyBase64, file: join(config.dataDir, "master.key") }));
   const database = await openDatabase(config.database);
   const closers: (() => Promise<void> | void)[] = [];
-  const deps: AppDeps = { config, database, clock, random, keyring, logger, onClose: (fn) => closers.push(fn) };
+  const deps: AppDeps = {
+    config,
+    database,
+    clock,
+    random,
+    keyring,
+    logger,
+    passwordHasher: createPasswordHasher(),
+    onClose: (fn) => closers.push(fn),
+  };
 
   const logError: ErrorLogger = (error, context) => logger.error({ err: error, procedure: context.procedure }, "request failed");
   const tenancyStore = createTenancyStore(database.client);
-  const dashboard = createDashboard(deps, { logError });
+  const dashboard = createDashboard(deps, { logError, hasher: deps.passwordHasher });
   const authenticator = createAuthenticator({
     store: tenancyStore,
     clock,

@@ -4,14 +4,13 @@ import type { IdentityService } from "../../gen/svc/v1/identity_pb.js";
 import type { AppDeps } from "../app-deps.js";
 import { DomainError, invalidArgument } from "../domain/errors.js";
 import { createIdentity, type Caller, type Identity, type SignedIn } from "../domain/identity/identity.js";
-import { createPasswordHasher } from "../domain/identity/password-hasher.js";
 import { createSessionIssuer, type SessionIssuer } from "../domain/identity/sessions.js";
 import { principalKey } from "../interceptors/auth.js";
 import { peerAddressHeader, type ExtraRoute } from "../server/http-server.js";
 import { createIdentityStore } from "../storage/identity-store.js";
 import { createPasskeyRpcs } from "./passkey-rpcs.js";
 
-type IdentityDeps = Pick<AppDeps, "config" | "database" | "clock" | "random" | "keyring" | "logger">;
+type IdentityDeps = Pick<AppDeps, "config" | "database" | "clock" | "random" | "keyring" | "logger" | "passwordHasher">;
 
 const built = new WeakMap<IdentityDeps, Identity>();
 
@@ -30,7 +29,7 @@ export function identityFor(deps: IdentityDeps): Identity {
       store,
       transaction: (fn) => deps.database.transaction((tx) => fn(createIdentityStore(tx))),
       sessions,
-      hasher: createPasswordHasher(),
+      hasher: deps.passwordHasher,
       clock: deps.clock,
       random: deps.random,
       publicUrl: deps.config.publicUrl,
