@@ -11,11 +11,11 @@ import autocannon from "autocannon";
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer as createNetServer } from "node:net";
 import { availableParallelism, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
+import { freePort, percentile } from "./support.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const bin = join(root, "bin/gatehouse.js");
@@ -42,16 +42,6 @@ function gatehouse(env, ...argv) {
 }
 
 /** A port nobody listens on right now. */
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createNetServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Starts `gatehouse serve` over its own data store. */
 async function startServer(databaseUrl) {
@@ -126,10 +116,6 @@ async function bareVerifyRate(durationMs) {
   return { done, seconds: (Date.now() - started) / 1000, cpuMs: (used.user + used.system) / 1000 };
 }
 
-function percentile(values, p) {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
-}
 
 /** Password logins with autocannon, each connection signing in its own identity. */
 function loginLoad(server, identifiers, durationSeconds) {

@@ -14,6 +14,7 @@ import { createServer } from "node:http";
 import { availableParallelism, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { percentile } from "./support.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const bin = join(root, "bin/gatehouse.js");
@@ -135,10 +136,6 @@ function bareRsa(privateKey, ciphertext, durationMs = 3000) {
   return { rate: done / ((performance.now() - started) / 1000), cpuMs: (used.user + used.system) / 1000 / done };
 }
 
-function percentile(values, p) {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
-}
 
 /**
  * Does RSA decryption on the event loop hurt? A tiny HTTP server in this process
