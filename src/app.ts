@@ -37,7 +37,9 @@ import { createLoggers, type Logger } from "./server/logger.js";
 import { createMetrics } from "./server/metrics.js";
 import { createRoutes, indexUnary, type ServiceEntry } from "./server/registry.js";
 import { openDatabase, type Database } from "./storage/database.js";
+import { createChangeFeed } from "./storage/change-feed.js";
 import { createTenancyStore } from "./storage/tenancy-store.js";
+import { createCredentialCache } from "./interceptors/credential-cache.js";
 
 export interface AppOptions {
   config: Config;
@@ -64,6 +66,8 @@ export interface App {
   /** Initialises an empty store; null when it already was (nothing is printed twice). */
   initialize(): Promise<InitialCredentials | null>;
   tenancy: ReturnType<typeof createTenancy>;
+  /** Tells every instance to stop trusting cached credentials (after a revocation written outside the API). */
+  credentialsChanged(): Promise<void>;
   listen(): Promise<Listening>;
   /** Stops accepting connections, lets requests in flight finish, closes the database. */
   close(): Promise<void>;
@@ -79,6 +83,15 @@ export async function createApp(options: AppOptions): Promise<App> {
   const keyring = createMasterKeyring(loadMasterKey({ base64: config.masterKeyBase64, file: join(config.dataDir, "master.key") }));
   const database = await openDatabase(config.database);
   const closers: (() => Promise<void> | void)[] = [];
+  const changeFeed = createChangeFeed({ database, config: config.database, logger });
+  closers.push(() => changeFeed.close());
+  const credentialCache = createCredentialCache({
+    clock,
+    feed: changeFeed,
+    ttlMs: config.credentialCacheMs,
+    maxEntries: 10_000,
+  });
+  closers.push(() => credentialCache.close());
   const deps: AppDeps = {
     config,
     database,
@@ -87,6 +100,8 @@ export async function createApp(options: AppOptions): Promise<App> {
     keyring,
     logger,
     passwordHasher: createPasswordHasher(),
+    changeFeed,
+    credentialsChanged: () => credentialCache.changed(),
     onClose: (fn) => closers.push(fn),
   };
 
@@ -97,6 +112,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     store: tenancyStore,
     clock,
     dashboard: dashboard.authenticate,
+    cache: credentialCache,
     onTouchError: (error) => logger.warn({ err: error }, "could not record key use"),
   });
   const tenancy = createTenancy({
@@ -104,6 +120,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     clock,
     random,
     publicUrl: config.publicUrl,
+    credentialsChanged: deps.credentialsChanged,
   });
 
   const configService = createConfigService(deps);
@@ -155,6 +172,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     logger,
     services,
     tenancy,
+    credentialsChanged: deps.credentialsChanged,
     async initialize() {
       try {
         return await tenancy.initialize();

@@ -20,6 +20,11 @@ export interface Config {
   logLevel: string;
   /** Request body limits in bytes. */
   limits: { jsonBody: number; configBody: number };
+  /**
+   * How long authentication may reuse what it read about a credential when no
+   * change notification reaches it (0: read the database on every request).
+   */
+  credentialCacheMs: number;
 }
 
 export type DatabaseConfig =
@@ -38,6 +43,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const dataDir = resolve(cwd, env.GATEHOUSE_DATA_DIR?.trim() || "data");
   const publicUrl = readPublicUrl(env.PUBLIC_URL, host, port, problems);
   const database = readDatabase(env.DATABASE_URL, dataDir, cwd, problems);
+  const credentialCacheMs = readInteger(env, "CREDENTIAL_CACHE_MS", 5_000, 0, 60_000, problems);
   const masterKeyBase64 = env.GATEHOUSE_MASTER_KEY?.trim() || undefined;
   if (masterKeyBase64 !== undefined && Buffer.from(masterKeyBase64, "base64").length !== 32) {
     problems.push({
@@ -59,7 +65,26 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     masterKeyBase64,
     logLevel: env.LOG_LEVEL?.trim() || "info",
     limits: { jsonBody: 1024 * 1024, configBody: 5 * 1024 * 1024 },
+    credentialCacheMs,
   };
+}
+
+function readInteger(
+  env: Env,
+  name: string,
+  fallback: number,
+  min: number,
+  max: number,
+  problems: { field: string; description: string }[],
+): number {
+  const raw = env[name]?.trim();
+  if (!raw) return fallback;
+  const value = Number(raw);
+  if (!/^[0-9]+$/.test(raw) || value < min || value > max) {
+    problems.push({ field: name, description: `must be a whole number from ${min} to ${max}, got "${raw}"` });
+    return fallback;
+  }
+  return value;
 }
 
 function readPort(env: Env, name: string, fallback: number, problems: { field: string; description: string }[]): number {

@@ -176,6 +176,7 @@ const keysRevoke: Command = async (args) =>
     const id = args.positionals[2];
     if (!id) throw new UsageError("keys revoke needs the key id (see gatehouse keys list)");
     const revoked = await createTenancyStore(app.database.client).revokeApiKey(id, new Date());
+    if (revoked) await app.credentialsChanged();
     if (!revoked) {
       process.stderr.write(`gatehouse: no active API key with id ${id}\n`);
       return 1;

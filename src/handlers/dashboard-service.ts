@@ -258,6 +258,7 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
         throw new DomainError("not_found", "api_key_not_found", `API key ${id} does not exist in this organisation`);
       // Revoking a revoked key changes nothing and is not an error.
       await tenancyStore.revokeApiKey(id, clock());
+      await deps.credentialsChanged();
       return {};
     },
 
@@ -499,12 +500,14 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
     async changeMemberRole(req, ctx) {
       const { organizationId } = operatorOf(ctx);
       const member = await dashboard.members.changeRole(organizationId, readAccountId(req.accountId), roleOf(req.role));
+      await deps.credentialsChanged();
       return { member: toMember(member) };
     },
 
     async removeMember(req, ctx) {
       const { organizationId } = operatorOf(ctx);
       await dashboard.members.remove(organizationId, readAccountId(req.accountId));
+      await deps.credentialsChanged();
       return {};
     },
   };

@@ -5,6 +5,7 @@ import type { Clock } from "../domain/clock.js";
 import { DomainError } from "../domain/errors.js";
 import { constantTimeEqual, hashToken, isCredentialShaped } from "../crypto/tokens.js";
 import type { Role, TenancyStore } from "../storage/tenancy-store.js";
+import type { CredentialCache } from "./credential-cache.js";
 
 /** Who is calling, established by the auth interceptor before any handler runs. */
 export type Principal =
@@ -37,6 +38,8 @@ export interface AuthenticatorDeps {
   store: Pick<TenancyStore, "findApiKeyPrincipal" | "findOrganizationKeyByHash" | "touchApiKey" | "touchOrganizationKey">;
   clock: Clock;
   dashboard?: DashboardAuthenticator;
+  /** Keeps what authentication read about a credential briefly; without it every request reads the database. */
+  cache?: Pick<CredentialCache, "lookup">;
   /** Called when recording last use fails; never blocks or fails the request. */
   onTouchError?: (error: unknown) => void;
 }
@@ -83,10 +86,15 @@ function unauthenticated(reason: string, message: string): DomainError {
  * not a member of is 404; an insufficient role is 403.
  */
 export function createAuthenticator(deps: AuthenticatorDeps) {
-  const touch = (last: Date | null, now: Date, write: () => Promise<void>) => {
+  // The record may be a cached one: it carries the last use this instance recorded.
+  const touch = (record: { lastUsedAt: Date | null }, now: Date, write: () => Promise<void>) => {
+    const last = record.lastUsedAt;
     if (last && now.getTime() - last.getTime() < lastUseResolutionMs) return;
+    record.lastUsedAt = now;
     write().catch((error: unknown) => deps.onTouchError?.(error));
   };
+  const cached = <T extends object>(key: string, load: () => Promise<T | null>, keep: (value: T) => boolean) =>
+    deps.cache ? deps.cache.lookup(key, load, keep) : load();
 
   async function authenticate(method: DescMethod, header: HeaderReader, message: unknown): Promise<Principal> {
     const rule = authRuleOf(method);
@@ -119,11 +127,16 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
 
     if (kind === "gk") {
       // Every API-key RPC names an organisation; an absent or empty id matches no membership (404).
-      const key = await deps.store.findApiKeyPrincipal(hash, organizationId ?? "");
+      const org = organizationId ?? "";
+      const key = await cached(
+        `${hash} ${org}`,
+        () => deps.store.findApiKeyPrincipal(hash, org),
+        (k) => k.role !== null && !k.revokedAt && !k.accountDisabledAt,
+      );
       if (!key || !constantTimeEqual(key.hash, hash)) throw unauthenticated("credential_unknown", "unknown API key");
       if (key.revokedAt || key.accountDisabledAt) throw unauthenticated("credential_revoked", "this API key has been revoked");
       if (!rule.credentials.includes(Credential.API_KEY)) throw wrongKind(rule, "an API key");
-      touch(key.lastUsedAt, now, () => deps.store.touchApiKey(key.id, now));
+      touch(key, now, () => deps.store.touchApiKey(key.id, now));
       if (organizationId === undefined || key.role === null) throw organizationNotFound(organizationId ?? "");
       requireRole(rule.role, key.role);
       return {
@@ -136,7 +149,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       };
     }
 
-    const key = await deps.store.findOrganizationKeyByHash(hash);
+    const key = await cached(hash, () => deps.store.findOrganizationKeyByHash(hash), (k) => !k.revokedAt);
     const expected = kind === "pk" ? "publishable" : "secret";
     if (!key || key.kind !== expected || !constantTimeEqual(key.hash, hash)) {
       throw unauthenticated("credential_unknown", `unknown ${expected} key`);
@@ -144,7 +157,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     if (key.revokedAt) throw unauthenticated("credential_revoked", `this ${expected} key has been revoked`);
     const accepted = expected === "publishable" ? Credential.PUBLISHABLE_KEY : Credential.SECRET_KEY;
     if (!rule.credentials.includes(accepted)) throw wrongKind(rule, `a ${expected} key`);
-    touch(key.lastUsedAt, now, () => deps.store.touchOrganizationKey(key.id, now));
+    touch(key, now, () => deps.store.touchOrganizationKey(key.id, now));
     return {
       kind: expected === "publishable" ? "publishable_key" : "secret_key",
       organizationId: key.organizationId,

@@ -18,6 +18,8 @@ export interface TenancyDeps {
   clock: Clock;
   random?: RandomSource;
   publicUrl: string;
+  /** Told after a key is revoked by rotation, so no instance keeps trusting it. */
+  credentialsChanged?(): Promise<void>;
 }
 
 /** What `gatehouse init` prints once. */
@@ -141,14 +143,16 @@ export function createTenancy(deps: TenancyDeps) {
     },
 
     /** Rotates the organisation's secret (or publishable) key; the new key is returned once. */
-    rotateOrganizationKey(organizationId: string, kind: "publishable" | "secret") {
-      return deps.transaction(async (store) => {
+    async rotateOrganizationKey(organizationId: string, kind: "publishable" | "secret") {
+      const rotated = await deps.transaction(async (store) => {
         const now = deps.clock();
         await store.revokeOrganizationKeys(organizationId, kind, now);
         const key = newCredential(kind === "secret" ? credentialPrefixes.secretKey : credentialPrefixes.publishableKey, random);
         await store.createOrganizationKey({ id: randomUUID(), organizationId, kind, prefix: displayPrefix(key), hash: hashToken(key) });
         return key;
       });
+      await deps.credentialsChanged?.();
+      return rotated;
     },
   };
 }
