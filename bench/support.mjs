@@ -1,7 +1,7 @@
 // Shared pieces of the benchmarks: free ports, spawning a real Gatehouse server
 // (optionally pinned to one core), autocannon runs and table printing.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -23,32 +23,50 @@ export function freePort() {
 
 const hasTaskset = spawnSync("sh", ["-c", "command -v taskset"]).status === 0;
 
-/** Spawns node with args, pinned to `core` when taskset exists; resolves when `ready` matches stdout. */
+/**
+ * Spawns node with args, pinned to `core` when taskset exists; resolves when `ready`
+ * matches its output. The output goes to a file, not to a pipe into this process:
+ * this process is the load generator, and draining a server's request log would
+ * take its CPU and understate every figure.
+ */
 export function spawnNode(args, { env = {}, core, ready }) {
   const command = hasTaskset && core !== undefined ? "taskset" : process.execPath;
   const argv = hasTaskset && core !== undefined ? ["-c", String(core), process.execPath, ...args] : args;
-  const child = spawn(command, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const logDir = mkdtempSync(join(tmpdir(), "gatehouse-bench-log-"));
+  const logFile = join(logDir, "output.log");
+  const fd = openSync(logFile, "w");
+  const child = spawn(command, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", fd, fd] });
+  closeSync(fd);
+  // Only what was written before readiness is kept for output(); the rest is left in the file.
   let out = "";
+  const read = () => {
+    try {
+      out = readFileSync(logFile, "utf8");
+    } catch {
+      // not there yet
+    }
+    return out;
+  };
+  const cleanup = () => rmSync(logDir, { recursive: true, force: true });
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 30_000);
-    const onData = (chunk) => {
-      out += chunk;
-      const match = ready.exec(out);
+    const poll = setInterval(() => {
+      const match = ready.exec(read());
       if (match) {
+        clearInterval(poll);
         clearTimeout(timer);
-        child.stdout.off("data", onData);
-        child.stdout.resume();
-        child.stderr.resume();
-        resolve({ child, match, output: () => out, stop: () => stopChild(child) });
+        child.removeAllListeners("exit");
+        resolve({ child, match, output: () => out, stop: () => stopChild(child).then(cleanup) });
       }
-    };
-    child.stdout.on("data", onData);
-    child.stderr.on("data", (chunk) => {
-      out += chunk;
-    });
+    }, 20);
+    const timer = setTimeout(() => {
+      clearInterval(poll);
+      reject(new Error(`server did not start:\n${read()}`));
+    }, 30_000);
     child.once("exit", (code) => {
+      clearInterval(poll);
       clearTimeout(timer);
-      reject(new Error(`server exited with ${code}:\n${out}`));
+      reject(new Error(`server exited with ${code}:\n${read()}`));
+      cleanup();
     });
   });
 }

@@ -204,7 +204,7 @@ export async function createApp(options: AppOptions): Promise<App> {
       await Promise.all(servers.map((server) => closeServer(server)));
       for (const fn of closers.reverse()) await fn();
       await database.close();
-      logger.flush();
+      loggers.flush();
     },
   };
 }
