@@ -28,7 +28,8 @@ const jsonWrite = { useProtoFieldName: true, alwaysEmitImplicit: true } as const
 /** The matched route of a request, for metrics and logs (the pattern, never the raw path). */
 export interface RestMatch {
   pattern: string;
-  handle(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void>;
+  /** url parses the request target when (and only if) it is needed. */
+  handle(req: IncomingMessage, res: ServerResponse, url: () => URL): Promise<void>;
 }
 
 /**
@@ -59,7 +60,7 @@ export function createRestShim(deps: RestShimDeps) {
   // Fail at start, not at the first request, when the table names an RPC that is not served.
   for (const { route } of compiled) if (typeof route.rpc !== "function") entryOf(route.rpc);
 
-  async function handle(route: CompiledRoute, pathValues: string[], req: IncomingMessage, res: ServerResponse, url: URL) {
+  async function handle(route: CompiledRoute, pathValues: string[], req: IncomingMessage, res: ServerResponse, url: () => URL) {
     let procedure = route.route.pattern;
     try {
       const { init, method } = await buildRequest(route, pathValues, req, url);
@@ -71,10 +72,10 @@ export function createRestShim(deps: RestShimDeps) {
       } catch (error) {
         throw new DomainError("invalid_argument", "malformed_request", describeJsonError(error));
       }
-      const outcome = await invokeUnary(deps, entry, message, { protocolName: "rest", req, res, url: url.href });
+      const outcome = await invokeUnary(deps, entry, message, { protocolName: "rest", req, res, url: req.url ?? "/" });
       if (!outcome.ok) return sendError(res, outcome.error, outcome.responseHeader);
       const json = toJson(entry.method.output, outcome.message, jsonWrite) as JsonObject;
-      for (const [name, value] of outcome.responseHeader) res.setHeader(name, value);
+      if (outcome.responseHeader) for (const [name, value] of outcome.responseHeader) res.setHeader(name, value);
       if (route.route.render) {
         const answer = route.route.render(json);
         // A known length keeps the answer in one write instead of a chunked stream.
@@ -90,7 +91,7 @@ export function createRestShim(deps: RestShimDeps) {
     }
   }
 
-  async function buildRequest(route: CompiledRoute, pathValues: string[], req: IncomingMessage, url: URL) {
+  async function buildRequest(route: CompiledRoute, pathValues: string[], req: IncomingMessage, url: () => URL) {
     const spec = route.route;
     let init: JsonObject = {};
     if (spec.body !== "none") {
@@ -123,8 +124,9 @@ export function createRestShim(deps: RestShimDeps) {
       req.resume();
     }
     const method = typeof spec.rpc === "function" ? spec.rpc(init) : spec.rpc;
-    for (const [name, param] of Object.entries(spec.query ?? {})) {
-      const values = url.searchParams.getAll(name);
+    const query = spec.query && (req.url ?? "").includes("?") ? url().searchParams : undefined;
+    for (const [name, param] of query ? Object.entries(spec.query ?? {}) : []) {
+      const values = query?.getAll(name) ?? [];
       if (values.length === 0) continue;
       if (values.length > 1) throw new DomainError("invalid_argument", "malformed_request", `query parameter "${name}" is given more than once`);
       const value = values[0] ?? "";

@@ -58,7 +58,7 @@ export function createConnectUnary(deps: InvokeDeps & { unary: ReadonlyMap<strin
         "content-type": binary ? "application/proto" : "application/json",
         "content-length": payload.byteLength,
       };
-      outcome.responseHeader.forEach((value, name) => {
+      outcome.responseHeader?.forEach((value, name) => {
         headers[name] = value;
       });
       res.writeHead(200, headers);

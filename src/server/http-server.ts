@@ -99,7 +99,7 @@ export function createPlatformHandler(deps: PlatformHandlerDeps): NodeHandler {
     if (rest) {
       route = rest.pattern;
       protocol = "rest";
-      rest.handle(req, res, url()).catch(fail);
+      rest.handle(req, res, url).catch(fail);
       return;
     }
 

@@ -19,9 +19,10 @@ export interface CallInit {
   url: string;
 }
 
+/** responseHeader is there only when the handler touched it. */
 export type UnaryOutcome =
-  | { ok: true; message: Message; responseHeader: Headers }
-  | { ok: false; error: ConnectError; responseHeader: Headers };
+  | { ok: true; message: Message; responseHeader: Headers | undefined }
+  | { ok: false; error: ConnectError; responseHeader: Headers | undefined };
 
 const noTimeout = () => undefined;
 
@@ -39,13 +40,13 @@ export function headerReader(raw: IncomingMessage["headers"]): Pick<Headers, "ge
 /**
  * Calls a unary handler the way the stock router would (same authentication,
  * same context values, same error mapping) without the streaming machinery:
- * the lean path of unary Connect requests and of the REST shim. The request
- * headers and the abort signal are built only if a handler asks for them, since
- * most never do and both cost more than the rest of a cheap call.
+ * the lean path of unary Connect requests and of the REST shim. The request and
+ * response headers and the abort signal are built only if a handler asks for
+ * them, since most never do and they cost more than the rest of a cheap call.
  */
 export async function invokeUnary(deps: InvokeDeps, entry: UnaryEntry, request: Message, init: CallInit): Promise<UnaryOutcome> {
   const { req, res } = init;
-  const responseHeader = new Headers();
+  let responseHeader: Headers | undefined;
   const values = createContextValues();
   let requestHeader: Headers | undefined;
   let signal: AbortSignal | undefined;
@@ -68,8 +69,15 @@ export async function invokeUnary(deps: InvokeDeps, entry: UnaryEntry, request: 
       requestHeader ??= toHeaders(req.headers);
       return requestHeader;
     },
-    responseHeader,
-    responseTrailer: responseHeader,
+    get responseHeader() {
+      responseHeader ??= new Headers();
+      return responseHeader;
+    },
+    // Unary answers have no separate trailers on these paths: trailers travel as headers.
+    get responseTrailer() {
+      responseHeader ??= new Headers();
+      return responseHeader;
+    },
     protocolName: init.protocolName,
     values,
     url: init.url,
