@@ -1,26 +1,36 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { DomainError, invalidArgument, type Violation } from "../domain/errors.js";
+import { ceremonyTtlSeconds } from "../domain/passkeys/passkey-rules.js";
 import { toConnectError, type ErrorLogger } from "../interceptors/errors.js";
 import { restStatusOf } from "../rest/status.js";
 import { mediaTypeOf, readBody } from "../server/http-body.js";
-import type { ExtraRoute } from "../server/http-server.js";
+import { peerAddressHeader, type ExtraRoute } from "../server/http-server.js";
 import { headerReader } from "../server/invoke-unary.js";
 import { writeConnectError } from "../server/write-error.js";
+import type { OperatorPasskeys } from "./operator-passkeys.js";
 import type { OperatorSessions, StartedSession } from "./operator-sessions.js";
 import { checkSameOrigin } from "./request-guard.js";
-import { clearedSessionCookie, readSessionCookie, sessionCookie } from "./session-cookie.js";
+import {
+  clearedPasskeyChallengeCookie,
+  clearedSessionCookie,
+  passkeyChallengeCookie,
+  readPasskeyChallengeCookie,
+  readSessionCookie,
+  sessionCookie,
+} from "./session-cookie.js";
 
 export interface DashboardAuthRoutesDeps {
   sessions: OperatorSessions;
+  passkeys: OperatorPasskeys;
   publicUrl: string;
   logError: ErrorLogger;
 }
 
-/** Bodies of these endpoints are a few short fields. */
+/** Bodies of these endpoints are a few short fields (or one WebAuthn response). */
 const maxBodyBytes = 16 * 1024;
 
-type Action = "setup/inspect" | "setup" | "sign-in" | "sign-out";
-const actions = new Set<string>(["setup/inspect", "setup", "sign-in", "sign-out"]);
+type Action = "setup/inspect" | "setup" | "sign-in" | "sign-out" | "passkey/begin" | "passkey/finish";
+const actions = new Set<string>(["setup/inspect", "setup", "sign-in", "sign-out", "passkey/begin", "passkey/finish"]);
 const prefix = "/dashboard/auth/";
 
 /**
@@ -30,6 +40,10 @@ const prefix = "/dashboard/auth/";
  * - `POST /dashboard/auth/setup/inspect` `{token}` -> `{email, display_name}`
  * - `POST /dashboard/auth/setup` `{token, email, display_name, password}` -> `{account_id, expires_at}` + session cookie
  * - `POST /dashboard/auth/sign-in` `{email, password}` -> `{account_id, expires_at}` + session cookie
+ * - `POST /dashboard/auth/passkey/begin` `{email?}` -> `{options, expires_at}` (PublicKeyCredentialRequestOptionsJSON)
+ *   + a challenge cookie that binds the ceremony to this browser
+ * - `POST /dashboard/auth/passkey/finish` `{credential}` (AuthenticationResponseJSON) with that cookie
+ *   -> `{account_id, expires_at}` + session cookie (the challenge cookie removed)
  * - `POST /dashboard/auth/sign-out` -> `{}` and the cookie removed
  *
  * Each needs JSON, the `X-Gatehouse-Dashboard: 1` header and an `Origin` of
@@ -47,9 +61,18 @@ export function createDashboardAuthRoute(deps: DashboardAuthRoutesDeps): ExtraRo
     if (action === "sign-out") {
       req.resume();
       await deps.sessions.signOut(readSessionCookie(headerReader(req.headers).get("cookie"), deps.publicUrl));
-      return answer(res, 200, {}, clearedSessionCookie(deps.publicUrl));
+      return answer(res, 200, {}, [clearedSessionCookie(deps.publicUrl)]);
     }
-    const body = await readJson(req);
+    const body = await readJson(req, action === "passkey/finish" ? ["credential"] : []);
+    if (action === "passkey/begin") {
+      const begun = await deps.passkeys.beginSignIn({
+        email: text(body, "email"),
+        clientAddress: headerReader(req.headers).get(peerAddressHeader) ?? undefined,
+      });
+      return answer(res, 200, { options: begun.options, expires_at: begun.expiresAt.toISOString() }, [
+        passkeyChallengeCookie(begun.token, deps.publicUrl, ceremonyTtlSeconds),
+      ]);
+    }
     if (action === "setup/inspect") {
       const found = await deps.sessions.inspectSetupLink({ token: text(body, "token") });
       return answer(res, 200, { email: found.email, display_name: found.displayName });
@@ -62,16 +85,24 @@ export function createDashboardAuthRoute(deps: DashboardAuthRoutesDeps): ExtraRo
         displayName: text(body, "display_name"),
         password: text(body, "password"),
       });
+    } else if (action === "passkey/finish") {
+      const token = readPasskeyChallengeCookie(headerReader(req.headers).get("cookie"), deps.publicUrl);
+      try {
+        started = await deps.passkeys.finishSignIn({ token, credential: body.credential });
+      } catch (error) {
+        // A refused answer spent the challenge (or found none): the cookie is of no more use.
+        if (token !== null && error instanceof DomainError && error.kind === "unauthenticated") {
+          res.setHeader("set-cookie", clearedPasskeyChallengeCookie(deps.publicUrl));
+        }
+        throw error;
+      }
     } else {
       started = await deps.sessions.signIn({ email: text(body, "email"), password: text(body, "password") });
     }
     const maxAge = deps.sessions.lifetimes.maxSeconds;
-    return answer(
-      res,
-      200,
-      { account_id: started.accountId, expires_at: started.expiresAt.toISOString() },
-      sessionCookie(started.token, deps.publicUrl, maxAge),
-    );
+    const cookies = [sessionCookie(started.token, deps.publicUrl, maxAge)];
+    if (action === "passkey/finish") cookies.push(clearedPasskeyChallengeCookie(deps.publicUrl));
+    return answer(res, 200, { account_id: started.accountId, expires_at: started.expiresAt.toISOString() }, cookies);
   }
 
   return {
@@ -89,7 +120,8 @@ export function createDashboardAuthRoute(deps: DashboardAuthRoutesDeps): ExtraRo
   };
 }
 
-async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {
+/** Reads the JSON object of a body; every member must be a string except those named in `objects`, which must be objects. */
+async function readJson(req: IncomingMessage, objects: readonly string[]): Promise<Record<string, unknown>> {
   if (mediaTypeOf(req.headers["content-type"]) !== "application/json") {
     req.resume();
     throw new DomainError("invalid_argument", "unsupported_media_type", "send the request body as JSON (Content-Type: application/json)");
@@ -107,7 +139,10 @@ async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> 
   const body = parsed as Record<string, unknown>;
   const violations: Violation[] = [];
   for (const [key, value] of Object.entries(body)) {
-    if (typeof value !== "string") violations.push({ field: key, description: "must be a string" });
+    if (objects.includes(key)) {
+      if (value === null || typeof value !== "object" || Array.isArray(value))
+        violations.push({ field: key, description: "must be a JSON object" });
+    } else if (typeof value !== "string") violations.push({ field: key, description: "must be a string" });
   }
   if (violations.length > 0) throw invalidArgument(violations);
   return body;
@@ -118,14 +153,14 @@ function text(body: Record<string, unknown>, field: string): string {
   return typeof value === "string" ? value : "";
 }
 
-function answer(res: ServerResponse, status: number, body: unknown, cookie?: string): void {
+function answer(res: ServerResponse, status: number, body: unknown, cookies: string[] = []): void {
   const payload = JSON.stringify(body);
-  const headers: Record<string, string | number> = {
+  const headers: Record<string, string | number | string[]> = {
     "content-type": "application/json",
     "content-length": Buffer.byteLength(payload),
     "cache-control": "no-store",
   };
-  if (cookie) headers["set-cookie"] = cookie;
+  if (cookies.length > 0) headers["set-cookie"] = cookies;
   res.writeHead(status, headers);
   res.end(payload);
 }

@@ -8,16 +8,19 @@ import { createIdentityStore } from "../storage/identity-store.js";
 import { createTenancyStore } from "../storage/tenancy-store.js";
 import { createDashboardAuthRoute } from "./auth-routes.js";
 import { createMembers, type Members } from "./members.js";
+import { createOperatorPasskeys, type OperatorPasskeys } from "./operator-passkeys.js";
 import { createOperatorSessions, type OperatorSessions, type SessionLifetimes } from "./operator-sessions.js";
 import { createDashboardStaticRoute } from "./static-route.js";
 
 /** The server side of the dashboard: operator sessions, members, the cookie authenticator and its HTTP routes. */
 export interface Dashboard {
   sessions: OperatorSessions;
+  /** Operators' own passkeys and passkey sign-in. */
+  passkeys: OperatorPasskeys;
   members: Members;
   /** The auth interceptor's hook for RPCs that accept CREDENTIAL_DASHBOARD_SESSION. */
   authenticate: DashboardAuthenticator;
-  /** `/dashboard/auth/*` (sign-in, setup, sign-out) and the UI's pages and assets. */
+  /** `/dashboard/auth/*` (sign-in by password or passkey, setup, sign-out) and the UI's pages and assets. */
   routes: ExtraRoute[];
 }
 
@@ -33,12 +36,13 @@ export function createDashboard(
   options: DashboardOptions,
 ): Dashboard {
   const { database } = deps;
-  const store = createDashboardStore(database.client);
+  const storeOf = (db: Parameters<typeof createDashboardStore>[0]) => createDashboardStore(db, database.provider);
+  const store = storeOf(database.client);
   const tenancyStore = createTenancyStore(database.client);
   const identityStore = createIdentityStore(database.client);
   const sessions = createOperatorSessions({
     store,
-    transaction: (fn) => database.transaction((tx) => fn(createDashboardStore(tx))),
+    transaction: (fn) => database.transaction((tx) => fn(storeOf(tx))),
     findRole: (organizationId, accountId) => tenancyStore.findRole(organizationId, accountId),
     hitRateCounter: (key, windowStart) => identityStore.hitRateCounter(key, windowStart),
     hasher: options.hasher ?? createPasswordHasher(),
@@ -47,20 +51,32 @@ export function createDashboard(
     publicUrl: deps.config.publicUrl,
     ...(options.lifetimes ? { lifetimes: options.lifetimes } : {}),
     onTouchError: (error) => deps.logger.warn({ err: error }, "could not record dashboard session use"),
+    onPurgeError: (error) => deps.logger.warn({ err: error }, "could not delete ended dashboard sessions"),
+  });
+  const passkeys = createOperatorPasskeys({
+    store,
+    transaction: (fn) => database.transaction((tx) => fn(storeOf(tx))),
+    sessions,
+    hitRateCounter: (key, windowStart) => identityStore.hitRateCounter(key, windowStart),
+    clock: deps.clock,
+    random: deps.random,
+    publicUrl: deps.config.publicUrl,
+    onRefusal: (refusal) => deps.logger.info(refusal, "operator passkey response refused"),
   });
   const members = createMembers({
     store,
-    transaction: (fn) => database.transaction((tx) => fn({ dashboard: createDashboardStore(tx), tenancy: createTenancyStore(tx) })),
+    transaction: (fn) => database.transaction((tx) => fn({ dashboard: storeOf(tx), tenancy: createTenancyStore(tx) })),
     clock: deps.clock,
     random: deps.random,
     publicUrl: deps.config.publicUrl,
   });
   return {
     sessions,
+    passkeys,
     members,
     authenticate: (header, organizationId) => sessions.authenticate(header, organizationId),
     routes: [
-      createDashboardAuthRoute({ sessions, publicUrl: deps.config.publicUrl, logError: options.logError }),
+      createDashboardAuthRoute({ sessions, passkeys, publicUrl: deps.config.publicUrl, logError: options.logError }),
       createDashboardStaticRoute(),
     ],
   };

@@ -5,7 +5,7 @@ import { DomainError, invalidArgument, type Violation } from "../domain/errors.j
 import type { DashboardStore, MemberRecord } from "../storage/dashboard-store.js";
 import type { Role, TenancyStore } from "../storage/tenancy-store.js";
 import { readDisplayName, readEmail } from "./operator-sessions.js";
-import type { PageRequest } from "./paging.js";
+import { keysetOf, type PageRequest } from "./paging.js";
 
 /** A store bound to one transaction: the dashboard's queries and the tenancy writes it reuses. */
 export interface MembersTransactionStores {
@@ -63,8 +63,9 @@ export function createMembers(deps: MembersDeps) {
   }
 
   return {
-    async list(organizationId: string, page: PageRequest): Promise<MemberRecord[]> {
-      return deps.store.listMembers(organizationId, { skip: page.skip, take: page.size + 1 });
+    /** A page of members by e-mail address: read with keysetOf, cut with pageOf and cursors.members. */
+    async list(organizationId: string, page: PageRequest<string>): Promise<MemberRecord[]> {
+      return deps.store.listMembers(organizationId, keysetOf(page));
     },
 
     /**
@@ -142,7 +143,7 @@ export function createMembers(deps: MembersDeps) {
       });
     },
 
-    /** Removes a member; an account left without any organisation is disabled and signed out. */
+    /** Removes a member; an account left without any organisation is disabled, signed out and loses its passkeys. */
     async remove(organizationId: string, accountId: string): Promise<void> {
       await deps.transaction(async ({ dashboard }) => {
         await dashboard.lockOrganization(organizationId);
@@ -154,6 +155,7 @@ export function createMembers(deps: MembersDeps) {
           await dashboard.disableAccount(accountId, now);
           await dashboard.revokeSessionsOf(accountId, now);
           await dashboard.voidSetupTokensOf(accountId, now);
+          await dashboard.removeOperatorPasskeysOf(accountId);
         }
       });
     },

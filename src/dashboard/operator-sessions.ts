@@ -26,6 +26,8 @@ export const defaultSessionLifetimes: SessionLifetimes = { idleSeconds: 30 * 60,
 
 /** lastSeenAt is written at most this often (a write per request would be wasted). */
 const touchResolutionMs = 60_000;
+/** Ended sessions and expired passkey challenges are deleted at most this often (per instance), on a write. */
+export const purgeEveryMs = 10 * 60_000;
 /** Sign-in attempts per e-mail address in a window, whatever their outcome. */
 const signInLimit = { attempts: 10, windowMs: 15 * 60_000 };
 const maxDisplayName = 100;
@@ -49,6 +51,8 @@ export interface OperatorSessionsDeps {
   lifetimes?: SessionLifetimes;
   /** Called when recording a session's last use fails; never fails the request. */
   onTouchError?: (error: unknown) => void;
+  /** Called when deleting ended sessions fails; never fails the request. */
+  onPurgeError?: (error: unknown) => void;
 }
 
 /** A session just started: the cookie value is returned once, only its hash is stored. */
@@ -94,7 +98,27 @@ export function createOperatorSessions(deps: OperatorSessionsDeps) {
   const random = deps.random ?? systemRandom;
   const lifetimes = deps.lifetimes ?? defaultSessionLifetimes;
   const expectedOrigin = new URL(deps.publicUrl).origin;
+  let lastPurge = Number.NEGATIVE_INFINITY;
 
+  /**
+   * Purge on write: sessions that have ended (expired, or idle past the idle
+   * limit, signed out or not) and expired passkey challenges are deleted when
+   * a session or a challenge is created, at most every 10 minutes of the
+   * clock. The rows are dead already (authentication refuses them); this
+   * keeps the tables from growing. Any instance may do it; deleting twice is harmless.
+   */
+  async function purgeExpired(): Promise<void> {
+    const now = deps.clock().getTime();
+    if (now - lastPurge < purgeEveryMs && now >= lastPurge) return;
+    lastPurge = now;
+    try {
+      await deps.store.purgeExpired(new Date(now), new Date(now - lifetimes.idleSeconds * 1000));
+    } catch (error) {
+      deps.onPurgeError?.(error);
+    }
+  }
+
+  /** Creates a session; callers purge first, outside any transaction (the purge uses its own connection). */
   async function startSession(store: DashboardStore, accountId: string): Promise<StartedSession> {
     const token = newOpaqueToken(random);
     const now = deps.clock();
@@ -149,6 +173,13 @@ export function createOperatorSessions(deps: OperatorSessionsDeps) {
 
   return {
     lifetimes,
+    purgeExpired,
+
+    /**
+     * Starts a session for an account whose credential the caller has just
+     * verified (a passkey), in the caller's transaction (purge first, outside it).
+     */
+    startVerified: (store: DashboardStore, accountId: string) => startSession(store, accountId),
 
     /** What a setup link is for, without spending it: the invited e-mail (empty for the owner's placeholder) and name. */
     async inspectSetupLink(input: { token: string }): Promise<{ email: string; displayName: string }> {
@@ -172,6 +203,7 @@ export function createOperatorSessions(deps: OperatorSessionsDeps) {
       if (violations.length > 0) throw invalidArgument(violations);
       const { account } = await findUsableToken(token);
       const passwordHash = await deps.hasher.hash(input.password);
+      await purgeExpired();
       return deps.transaction(async (store) => {
         const now = deps.clock();
         if (!(await store.spendSetupToken(hashToken(token), now))) {
@@ -214,6 +246,7 @@ export function createOperatorSessions(deps: OperatorSessionsDeps) {
       const check = await deps.hasher.verify(usable?.passwordHash ?? null, input.password);
       if (!check.ok || !usable) throw unauthenticated("invalid_credentials", "the e-mail address or the password is wrong");
       if (check.needsRehash) await deps.store.setPasswordHash(usable.id, await deps.hasher.hash(input.password));
+      await purgeExpired();
       return startSession(deps.store, usable.id);
     },
 

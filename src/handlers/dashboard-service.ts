@@ -1,4 +1,4 @@
-import { create } from "@bufbuild/protobuf";
+import { create, type JsonObject } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { Role as RoleEnum } from "../../gen/svc/v1/auth_pb.js";
@@ -16,17 +16,19 @@ import {
   type DashboardService,
   type IdentitySettingsValues,
 } from "../../gen/svc/v1/dashboard_pb.js";
-import { DeleteSecretRequestSchema, ListSecretsRequestSchema, type SecretsService } from "../../gen/svc/v1/secrets_pb.js";
+import { DeleteSecretRequestSchema, type SecretsService } from "../../gen/svc/v1/secrets_pb.js";
 import type { AppDeps } from "../app-deps.js";
 import { displayPrefix } from "../crypto/tokens.js";
 import type { Dashboard } from "../dashboard/create-dashboard.js";
 import { diffLines } from "../dashboard/line-diff.js";
-import { pageOf, readPage, slicePage } from "../dashboard/paging.js";
+import type { OperatorPasskeyRecord } from "../storage/dashboard-store.js";
+import { cursors, keysetOf, pageOf, readPage } from "../dashboard/paging.js";
 import { renderConfigDocument } from "../domain/config/render-config-document.js";
 import { DomainError, invalidArgument, unimplemented, type Violation } from "../domain/errors.js";
 import { normalizeIdentifier, readUuid } from "../domain/identity/identifiers.js";
 import { readCredentialId } from "../domain/passkeys/passkey-rules.js";
 import { effectiveSettings, parseSettingsAssignments } from "../domain/identity/settings.js";
+import { checkEnvironment } from "../domain/secrets/secret-rules.js";
 import type { Tenancy } from "../domain/tenancy/tenancy.js";
 import { principalKey } from "../interceptors/auth.js";
 import { createDashboardStore, type MemberRecord } from "../storage/dashboard-store.js";
@@ -41,7 +43,7 @@ export interface DashboardServiceParts {
   tenancy: Tenancy;
   /** The ConfigService handlers: exports, history and rollbacks go through the same manager, cache and change feed. */
   config: Partial<ServiceImpl<typeof ConfigService>>;
-  /** The SecretsService handlers: listings and deletions are the secrets API's own (audited the same way). */
+  /** The SecretsService handlers: deletions are the secrets API's own (audited the same way). */
   secrets: Partial<ServiceImpl<typeof SecretsService>>;
 }
 
@@ -66,6 +68,23 @@ function keyKindOf(value: IdentityKeyKind): OrganizationKeyKind | null {
 
 function keyKindEnum(kind: OrganizationKeyKind): IdentityKeyKind {
   return kind === "publishable" ? IdentityKeyKind.PUBLISHABLE : IdentityKeyKind.SECRET;
+}
+
+function toOperatorPasskey(passkey: OperatorPasskeyRecord) {
+  return {
+    id: passkey.id,
+    name: passkey.name,
+    createdAt: ts(passkey.createdAt),
+    lastUsedAt: tsOrUndefined(passkey.lastUsedAt),
+    credentialId: passkey.credentialId,
+    deviceType: passkey.deviceType,
+    backedUp: passkey.backedUp,
+  };
+}
+
+/** WebAuthn options of @simplewebauthn/server as a google.protobuf.Struct (JSON without undefined members). */
+function asStruct(options: object): JsonObject {
+  return JSON.parse(JSON.stringify(options)) as JsonObject;
 }
 
 function toMember(member: MemberRecord) {
@@ -163,7 +182,7 @@ function nested<T>(prefix: string, run: () => T): T {
  */
 export function createDashboardService(deps: AppDeps, parts: DashboardServiceParts): Partial<ServiceImpl<typeof DashboardService>> {
   const { database, clock } = deps;
-  const store = createDashboardStore(database.client);
+  const store = createDashboardStore(database.client, database.provider);
   const tenancyStore = createTenancyStore(database.client);
   const identityStore = createIdentityStore(database.client);
   const passkeyStore = createPasskeyStore(database.client);
@@ -218,13 +237,39 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
       };
     },
 
+    // ------------------------------------------------------------ operator passkeys
+
+    async listOperatorPasskeys(_req, ctx) {
+      const { accountId } = operatorOf(ctx);
+      return { passkeys: (await dashboard.passkeys.list(accountId)).map(toOperatorPasskey) };
+    },
+
+    async beginAddOperatorPasskey(_req, ctx) {
+      const begun = await dashboard.passkeys.beginAdd(operatorOf(ctx).accountId);
+      return { ceremonyId: begun.ceremonyId, options: asStruct(begun.options) };
+    },
+
+    async finishAddOperatorPasskey(req, ctx) {
+      const added = await dashboard.passkeys.finishAdd(operatorOf(ctx).accountId, {
+        ceremonyId: req.ceremonyId,
+        credential: req.credential,
+        name: req.name,
+      });
+      return { passkey: toOperatorPasskey(added) };
+    },
+
+    async removeOperatorPasskey(req, ctx) {
+      await dashboard.passkeys.remove(operatorOf(ctx).accountId, req.passkeyId);
+      return {};
+    },
+
     // ------------------------------------------------------------ API keys
 
     async listApiKeys(req, ctx) {
       const { organizationId } = operatorOf(ctx);
-      const page = readPage(req);
-      const keys = (await tenancyStore.listApiKeys(organizationId)).filter((key) => req.includeRevoked || key.revokedAt === null);
-      const { items, nextPageToken } = slicePage(keys, page);
+      const page = readPage(req, cursors.apiKeys);
+      const rows = await store.listApiKeys(organizationId, { includeRevoked: req.includeRevoked }, keysetOf(page));
+      const { items, nextPageToken } = pageOf(rows, page, cursors.apiKeys, (key) => ({ at: key.createdAt, id: key.id }));
       return {
         apiKeys: items.map((key) => ({
           id: key.id,
@@ -313,11 +358,11 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
 
     async searchIdentities(req, ctx) {
       const { organizationId } = operatorOf(ctx);
-      const page = readPage(req);
+      const page = readPage(req, cursors.identities);
       const query = normalizeIdentifier(req.query);
       if (query.length > 320) throw invalidArgument([{ field: "query", description: "must be at most 320 characters" }]);
-      const rows = await store.searchIdentities(organizationId, query.toLowerCase(), { skip: page.skip, take: page.size + 1 });
-      const { items, nextPageToken } = pageOf(rows, page);
+      const rows = await store.searchIdentities(organizationId, query.toLowerCase(), keysetOf(page));
+      const { items, nextPageToken } = pageOf(rows, page, cursors.identities, (identity) => identity.identifier);
       return { identities: items.map((i) => ({ id: i.id, identifier: i.identifier, createdAt: ts(i.createdAt) })), nextPageToken };
     },
 
@@ -346,10 +391,13 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
 
     async listIdentitySessions(req, ctx) {
       const { organizationId } = operatorOf(ctx);
-      const page = readPage(req);
+      const page = readPage(req, cursors.identitySessions);
       const identity = await requireIdentity(organizationId, req.identityId);
-      const rows = await store.listIdentitySessions(organizationId, identity.id, { skip: page.skip, take: page.size + 1 });
-      const { items, nextPageToken } = pageOf(rows, page);
+      const rows = await store.listIdentitySessions(organizationId, identity.id, keysetOf(page));
+      const { items, nextPageToken } = pageOf(rows, page, cursors.identitySessions, (session) => ({
+        at: session.createdAt,
+        id: session.id,
+      }));
       const now = clock().getTime();
       return {
         sessions: items.map((s) => ({
@@ -402,13 +450,29 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
 
     async listEnvironmentSecrets(req, ctx) {
       const { organizationId } = operatorOf(ctx);
-      const page = readPage(req);
-      const listed = await handlerOf(secrets.listSecrets, "ListSecrets")(
-        create(ListSecretsRequestSchema, { organizationId, environment: req.environment }),
-        ctx,
-      );
-      const { items, nextPageToken } = slicePage(listed.secrets ?? [], page);
-      return { secrets: items, nextPageToken };
+      const violations: Violation[] = [];
+      checkEnvironment(req.environment, "environment", violations);
+      let page: ReturnType<typeof readPage<string>> | undefined;
+      try {
+        page = readPage(req, cursors.secrets);
+      } catch (error) {
+        if (!(error instanceof DomainError) || error.kind !== "invalid_argument") throw error;
+        violations.push(...error.violations);
+      }
+      if (violations.length > 0 || !page) throw invalidArgument(violations);
+      // Metadata only, paged in the database by name (the values are never read).
+      const rows = await store.listSecrets(organizationId, req.environment, keysetOf(page));
+      const { items, nextPageToken } = pageOf(rows, page, cursors.secrets, (secret) => secret.name);
+      return {
+        secrets: items.map((secret) => ({
+          name: secret.name,
+          environment: secret.environment,
+          version: secret.version,
+          tags: secret.tags,
+          updatedAt: ts(secret.updatedAt),
+        })),
+        nextPageToken,
+      };
     },
 
     async deleteEnvironmentSecret(req, ctx) {
@@ -471,8 +535,8 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
 
     async listMembers(req, ctx) {
       const { organizationId } = operatorOf(ctx);
-      const page = readPage(req);
-      const { items, nextPageToken } = pageOf(await dashboard.members.list(organizationId, page), page);
+      const page = readPage(req, cursors.members);
+      const { items, nextPageToken } = pageOf(await dashboard.members.list(organizationId, page), page, cursors.members, (m) => m.email);
       return { members: items.map(toMember), nextPageToken };
     },
 

@@ -1,4 +1,5 @@
-import type { Db, Tx } from "./database.js";
+import { empty, sqltag as sql } from "@prisma/client/runtime/client";
+import type { Database, Db, Tx } from "./database.js";
 import { uniquely } from "./errors.js";
 import type { OrganizationKeyKind, Role } from "./tenancy-store.js";
 
@@ -45,6 +46,67 @@ export interface IdentityKeyRecord {
   lastUsedAt: Date | null;
 }
 
+/** A passkey an operator signs in to the dashboard with. */
+export interface OperatorPasskeyRecord {
+  id: string;
+  accountId: string;
+  /** WebAuthn credential id, base64url. */
+  credentialId: string;
+  /** COSE public key. */
+  publicKey: Uint8Array;
+  counter: number;
+  transports: string[];
+  deviceType: string;
+  backedUp: boolean;
+  name: string;
+  createdAt: Date;
+  lastUsedAt: Date | null;
+}
+
+export type OperatorChallengeKind = "sign_in" | "add_passkey";
+
+/** A WebAuthn challenge of an operator's passkey ceremony. */
+export interface OperatorChallengeRecord {
+  id: string;
+  kind: OperatorChallengeKind;
+  challenge: string;
+  accountId: string | null;
+  emailGiven: boolean;
+  createdAt: Date;
+  expiresAt: Date;
+  usedAt: Date | null;
+}
+
+/** The page after `after` (null: the first), `take` rows at most. */
+export interface KeysetPage<C> {
+  after: C | null;
+  take: number;
+}
+
+/** Position in a list sorted by time, then id. */
+export interface TimeAndId {
+  at: Date;
+  id: string;
+}
+
+export interface ApiKeyListRecord {
+  id: string;
+  name: string;
+  prefix: string;
+  role: Role;
+  createdAt: Date;
+  lastUsedAt: Date | null;
+  revokedAt: Date | null;
+}
+
+export interface SecretMetadataRecord {
+  name: string;
+  environment: string;
+  version: number;
+  tags: string[];
+  updatedAt: Date;
+}
+
 export interface IdentitySessionSummaryRecord {
   id: string;
   method: string;
@@ -66,8 +128,13 @@ export interface DashboardStore {
   setUpAccount(accountId: string, change: { email: string; displayName: string; passwordHash: string }): Promise<void>;
   setPasswordHash(accountId: string, passwordHash: string): Promise<void>;
   disableAccount(accountId: string, at: Date): Promise<void>;
-  /** Enables an account again without its old password: it must be set up through a new link. */
+  /** Enables an account again without its old password and passkeys: it must be set up through a new link. */
   reopenAccount(accountId: string): Promise<void>;
+  /**
+   * Takes the account's row lock for the rest of the transaction (a no-op
+   * write), so that concurrent additions of passkeys run one after the other.
+   */
+  lockAccount(accountId: string): Promise<boolean>;
 
   findSetupToken(hash: string): Promise<SetupTokenRecord | null>;
   /**
@@ -84,13 +151,41 @@ export interface DashboardStore {
   touchSession(id: string, at: Date): Promise<void>;
   revokeSession(id: string, at: Date): Promise<void>;
   revokeSessionsOf(accountId: string, at: Date): Promise<void>;
+  /**
+   * Deletes the sessions that have ended by `at` (absolute expiry passed, or
+   * idle since before `idleBefore`) and the passkey challenges that have
+   * expired. Signed-out sessions go once idle. Returns how many of each.
+   */
+  purgeExpired(at: Date, idleBefore: Date): Promise<{ sessions: number; challenges: number }>;
+
+  listOperatorPasskeys(accountId: string): Promise<OperatorPasskeyRecord[]>;
+  countOperatorPasskeys(accountId: string): Promise<number>;
+  findOperatorPasskeyByCredentialId(credentialId: string): Promise<OperatorPasskeyRecord | null>;
+  /** already_exists (passkey_exists) when the credential id is registered to any account. */
+  createOperatorPasskey(passkey: OperatorPasskeyRecord): Promise<void>;
+  /**
+   * Records a sign-in with ONE conditional update enforcing the counter rule
+   * (WebAuthn 6.1.1): the new counter must exceed the stored one unless both are 0.
+   */
+  recordOperatorPasskeyUse(id: string, use: { counter: number; backedUp: boolean; deviceType: string; at: Date }): Promise<boolean>;
+  removeOperatorPasskey(accountId: string, id: string): Promise<boolean>;
+  removeOperatorPasskeysOf(accountId: string): Promise<void>;
+
+  createChallenge(challenge: Omit<OperatorChallengeRecord, "usedAt">): Promise<void>;
+  findChallenge(id: string): Promise<OperatorChallengeRecord | null>;
+  /**
+   * Spends a challenge with ONE conditional update (this kind, this account
+   * when given, unused, unexpired at `at`) and returns it; null when the update
+   * matched nothing. Of concurrent calls, on any instance, exactly one gets it.
+   */
+  spendChallenge(id: string, kind: OperatorChallengeKind, accountId: string | null, at: Date): Promise<OperatorChallengeRecord | null>;
 
   /** Organisations the account is a member of, by name. */
   listOrganizationsOf(accountId: string): Promise<{ organizationId: string; name: string; role: Role }[]>;
   /** Takes the organisation's row lock for the rest of the transaction; false when it does not exist. */
   lockOrganization(organizationId: string): Promise<boolean>;
-  /** People (not service accounts) who are members, by e-mail. */
-  listMembers(organizationId: string, page: { skip: number; take: number }): Promise<MemberRecord[]>;
+  /** People (not service accounts) who are members, by e-mail (unique), after the e-mail of `page.after`. */
+  listMembers(organizationId: string, page: KeysetPage<string>): Promise<MemberRecord[]>;
   findMember(organizationId: string, accountId: string): Promise<MemberRecord | null>;
   /** People with the admin role whose account is enabled. */
   countAdmins(organizationId: string): Promise<number>;
@@ -98,26 +193,30 @@ export interface DashboardStore {
   removeMembership(organizationId: string, accountId: string): Promise<void>;
   countMembershipsOf(accountId: string): Promise<number>;
 
+  /**
+   * The organisation's API keys (keys of accounts that are members), oldest
+   * first (creation time, then id), with their role there.
+   */
+  listApiKeys(organizationId: string, filter: { includeRevoked: boolean }, page: KeysetPage<TimeAndId>): Promise<ApiKeyListRecord[]>;
   /** Whether an API key belongs to an account that is a member of the organisation. */
   isApiKeyOf(organizationId: string, apiKeyId: string): Promise<boolean>;
   /** The organisation's current (unrevoked) publishable and secret keys. */
   listIdentityKeys(organizationId: string): Promise<IdentityKeyRecord[]>;
 
-  /** Identities whose lower-cased identifier contains `fragment` (already lower-cased), by identifier. */
+  /** Identities whose lower-cased identifier contains `fragment` (already lower-cased), by identifier (unique in the organisation). */
   searchIdentities(
     organizationId: string,
     fragment: string,
-    page: { skip: number; take: number },
+    page: KeysetPage<string>,
   ): Promise<{ id: string; identifier: string; createdAt: Date }[]>;
   countLiveSessions(organizationId: string, identityId: string, at: Date): Promise<number>;
-  listIdentitySessions(
-    organizationId: string,
-    identityId: string,
-    page: { skip: number; take: number },
-  ): Promise<IdentitySessionSummaryRecord[]>;
+  /** An identity's sessions, newest first (creation time descending, then id). */
+  listIdentitySessions(organizationId: string, identityId: string, page: KeysetPage<TimeAndId>): Promise<IdentitySessionSummaryRecord[]>;
 
   /** Environments holding at least one secret, sorted. */
   listSecretEnvironments(organizationId: string): Promise<string[]>;
+  /** Metadata (never values) of an environment's secrets, by name in byte order, after the name `page.after`. */
+  listSecrets(organizationId: string, environment: string, page: KeysetPage<string>): Promise<SecretMetadataRecord[]>;
 }
 
 const accountSelect = { id: true, email: true, displayName: true, kind: true, passwordHash: true, disabledAt: true } as const;
@@ -154,12 +253,54 @@ const memberSelect = {
   account: { select: { id: true, email: true, displayName: true, passwordHash: true } },
 } as const;
 
+type OperatorPasskeyRow = Omit<OperatorPasskeyRecord, "counter" | "transports"> & { counter: bigint | number; transports: string };
+
+function toOperatorPasskey(row: OperatorPasskeyRow): OperatorPasskeyRecord {
+  return { ...row, publicKey: new Uint8Array(row.publicKey), counter: Number(row.counter), transports: parseStrings(row.transports) };
+}
+
+function parseStrings(text: string): string[] {
+  try {
+    const value: unknown = JSON.parse(text);
+    return Array.isArray(value) ? value.filter((t): t is string => typeof t === "string") : [];
+  } catch {
+    return [];
+  }
+}
+
+function toChallenge(row: Omit<OperatorChallengeRecord, "kind"> & { kind: string }): OperatorChallengeRecord {
+  return { ...row, kind: row.kind as OperatorChallengeKind };
+}
+
+const challengeSelect = {
+  id: true,
+  kind: true,
+  challenge: true,
+  accountId: true,
+  emailGiven: true,
+  createdAt: true,
+  expiresAt: true,
+  usedAt: true,
+} as const;
+
+/** Raw queries may hand SQLite dates back as text. */
+function asDate(value: Date | string | number): Date {
+  return value instanceof Date ? value : new Date(value);
+}
+
 /** `%`, `_` and the escape character itself match literally in LIKE ... ESCAPE '\'. */
 function likeLiteral(text: string): string {
   return text.replace(/[\\%_]/g, (c) => `\\${c}`);
 }
 
-export function createDashboardStore(db: Db | Tx): DashboardStore {
+/**
+ * The dashboard's store over a client or a transaction. `provider` picks the
+ * SQL that differs: names sort in byte order on PostgreSQL only when it is
+ * given (the app always gives it); without it, in the database's collation.
+ */
+export function createDashboardStore(db: Db | Tx, provider?: Database["provider"]): DashboardStore {
+  /** Byte order on both databases: SQLite compares text as bytes; PostgreSQL needs the "C" collation. */
+  const byteOrder = provider === "postgresql" ? sql`COLLATE "C"` : empty;
   return {
     async findAccount(id) {
       const row = await db.account.findUnique({ where: { id }, select: accountSelect });
@@ -184,6 +325,11 @@ export function createDashboardStore(db: Db | Tx): DashboardStore {
     },
     async reopenAccount(accountId) {
       await db.account.update({ where: { id: accountId }, data: { disabledAt: null, passwordHash: null } });
+      await db.operatorPasskey.deleteMany({ where: { accountId } });
+    },
+    async lockAccount(accountId) {
+      const count = await db.$executeRaw`UPDATE "Account" SET "email" = "email" WHERE "id" = ${accountId}`;
+      return count === 1;
     },
 
     findSetupToken: (hash) =>
@@ -221,6 +367,71 @@ export function createDashboardStore(db: Db | Tx): DashboardStore {
     async revokeSessionsOf(accountId, at) {
       await db.dashboardSession.updateMany({ where: { accountId, revokedAt: null }, data: { revokedAt: at } });
     },
+    async purgeExpired(at, idleBefore) {
+      const sessions = await db.dashboardSession.deleteMany({
+        where: { OR: [{ expiresAt: { lte: at } }, { lastSeenAt: { lte: idleBefore } }] },
+      });
+      const challenges = await db.operatorPasskeyChallenge.deleteMany({ where: { expiresAt: { lte: at } } });
+      return { sessions: sessions.count, challenges: challenges.count };
+    },
+
+    async listOperatorPasskeys(accountId) {
+      const rows = await db.operatorPasskey.findMany({ where: { accountId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+      return rows.map(toOperatorPasskey);
+    },
+    countOperatorPasskeys: (accountId) => db.operatorPasskey.count({ where: { accountId } }),
+    async findOperatorPasskeyByCredentialId(credentialId) {
+      const row = await db.operatorPasskey.findUnique({ where: { credentialId } });
+      return row ? toOperatorPasskey(row) : null;
+    },
+    async createOperatorPasskey(passkey) {
+      await uniquely(
+        () =>
+          db.operatorPasskey.create({
+            data: {
+              ...passkey,
+              publicKey: new Uint8Array(passkey.publicKey),
+              counter: BigInt(passkey.counter),
+              transports: JSON.stringify(passkey.transports),
+            },
+          }),
+        "passkey_exists",
+        "this passkey is already registered",
+      );
+    },
+    async recordOperatorPasskeyUse(id, use) {
+      const counter = BigInt(use.counter);
+      const { count } = await db.operatorPasskey.updateMany({
+        where: { id, ...(use.counter === 0 ? { counter: 0n } : { counter: { lt: counter } }) },
+        data: { counter, backedUp: use.backedUp, deviceType: use.deviceType, lastUsedAt: use.at },
+      });
+      return count === 1;
+    },
+    async removeOperatorPasskey(accountId, id) {
+      const { count } = await db.operatorPasskey.deleteMany({ where: { id, accountId } });
+      return count === 1;
+    },
+    async removeOperatorPasskeysOf(accountId) {
+      await db.operatorPasskey.deleteMany({ where: { accountId } });
+    },
+
+    async createChallenge(challenge) {
+      await db.operatorPasskeyChallenge.create({ data: challenge });
+    },
+    async findChallenge(id) {
+      const row = await db.operatorPasskeyChallenge.findUnique({ where: { id }, select: challengeSelect });
+      return row ? toChallenge(row) : null;
+    },
+    async spendChallenge(id, kind, accountId, at) {
+      // The one conditional update that makes a challenge single-use.
+      const { count } = await db.operatorPasskeyChallenge.updateMany({
+        where: { id, kind, ...(accountId === null ? {} : { accountId }), usedAt: null, expiresAt: { gt: at } },
+        data: { usedAt: at },
+      });
+      if (count !== 1) return null;
+      const row = await db.operatorPasskeyChallenge.findUnique({ where: { id }, select: challengeSelect });
+      return row ? toChallenge(row) : null;
+    },
 
     async listOrganizationsOf(accountId) {
       const rows = await db.membership.findMany({
@@ -238,10 +449,12 @@ export function createDashboardStore(db: Db | Tx): DashboardStore {
     },
     async listMembers(organizationId, page) {
       const rows = await db.membership.findMany({
-        where: { organizationId, account: { kind: "person", disabledAt: null } },
+        where: {
+          organizationId,
+          account: { kind: "person", disabledAt: null, ...(page.after === null ? {} : { email: { gt: page.after } }) },
+        },
         select: memberSelect,
         orderBy: [{ account: { email: "asc" } }],
-        skip: page.skip,
         take: page.take,
       });
       return rows.map(toMember);
@@ -263,6 +476,28 @@ export function createDashboardStore(db: Db | Tx): DashboardStore {
     },
     countMembershipsOf: (accountId) => db.membership.count({ where: { accountId } }),
 
+    async listApiKeys(organizationId, filter, page) {
+      const after = page.after;
+      const rows = await db.apiKey.findMany({
+        where: {
+          account: { memberships: { some: { organizationId } } },
+          ...(filter.includeRevoked ? {} : { revokedAt: null }),
+          ...(after === null ? {} : { OR: [{ createdAt: { gt: after.at } }, { createdAt: after.at, id: { gt: after.id } }] }),
+        },
+        select: {
+          id: true,
+          name: true,
+          prefix: true,
+          createdAt: true,
+          lastUsedAt: true,
+          revokedAt: true,
+          account: { select: { memberships: { where: { organizationId }, select: { role: true } } } },
+        },
+        orderBy: [{ createdAt: "asc" }, { id: "asc" }],
+        take: page.take,
+      });
+      return rows.map(({ account, ...key }) => ({ ...key, role: (account.memberships[0]?.role ?? "member") as Role }));
+    },
     async isApiKeyOf(organizationId, apiKeyId) {
       const found = await db.apiKey.count({ where: { id: apiKeyId, account: { memberships: { some: { organizationId } } } } });
       return found === 1;
@@ -276,24 +511,31 @@ export function createDashboardStore(db: Db | Tx): DashboardStore {
       return rows.map((row) => ({ ...row, kind: row.kind as OrganizationKeyKind }));
     },
 
-    searchIdentities(organizationId, fragment, page) {
+    async searchIdentities(organizationId, fragment, page) {
       const pattern = `%${likeLiteral(fragment)}%`;
+      const after = page.after === null ? empty : sql`AND "identifier" ${byteOrder} > ${page.after}`;
       // Raw: the same case-insensitive LIKE on SQLite and PostgreSQL (Prisma's
       // `mode: "insensitive"` exists only on PostgreSQL).
-      return db.$queryRaw<{ id: string; identifier: string; createdAt: Date }[]>`
+      const rows = await db.$queryRaw<{ id: string; identifier: string; createdAt: Date | string }[]>`
         SELECT "id", "identifier", "createdAt" FROM "Identity"
-        WHERE "organizationId" = ${organizationId} AND LOWER("identifier") LIKE ${pattern} ESCAPE '\\'
-        ORDER BY "identifier" ASC, "id" ASC
-        LIMIT ${page.take} OFFSET ${page.skip}`;
+        WHERE "organizationId" = ${organizationId} AND LOWER("identifier") LIKE ${pattern} ESCAPE '\\' ${after}
+        ORDER BY "identifier" ${byteOrder} ASC
+        LIMIT ${page.take}`;
+      return rows.map((row) => ({ ...row, createdAt: asDate(row.createdAt) }));
     },
     countLiveSessions: (organizationId, identityId, at) =>
       db.identitySession.count({ where: { organizationId, identityId, revokedAt: null, expiresAt: { gt: at } } }),
     listIdentitySessions: (organizationId, identityId, page) =>
       db.identitySession.findMany({
-        where: { organizationId, identityId },
+        where: {
+          organizationId,
+          identityId,
+          ...(page.after === null
+            ? {}
+            : { OR: [{ createdAt: { lt: page.after.at } }, { createdAt: page.after.at, id: { gt: page.after.id } }] }),
+        },
         select: { id: true, method: true, createdAt: true, expiresAt: true, revokedAt: true },
         orderBy: [{ createdAt: "desc" }, { id: "asc" }],
-        skip: page.skip,
         take: page.take,
       }),
 
@@ -305,6 +547,21 @@ export function createDashboardStore(db: Db | Tx): DashboardStore {
         orderBy: { environment: "asc" },
       });
       return rows.map((row) => row.environment);
+    },
+    async listSecrets(organizationId, environment, page) {
+      const after = page.after === null ? empty : sql`AND "name" ${byteOrder} > ${page.after}`;
+      const rows = await db.$queryRaw<{ name: string; version: number | bigint; tags: string; updatedAt: Date | string }[]>`
+        SELECT "name", "version", "tags", "updatedAt" FROM "Secret"
+        WHERE "organizationId" = ${organizationId} AND "environment" = ${environment} ${after}
+        ORDER BY "name" ${byteOrder} ASC
+        LIMIT ${page.take}`;
+      return rows.map((row) => ({
+        name: row.name,
+        environment,
+        version: Number(row.version),
+        tags: parseStrings(row.tags),
+        updatedAt: asDate(row.updatedAt),
+      }));
     },
   };
 }

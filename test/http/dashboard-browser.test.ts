@@ -1,5 +1,5 @@
 import type { BrowserContext, Page } from "playwright-core";
-import { launchBrowser, type TestBrowser } from "../support/browser.js";
+import { addVirtualAuthenticator, launchBrowser, type TestBrowser } from "../support/browser.js";
 import { applyOk, exportOk } from "../support/config-documents.js";
 import { screenshot, unlabelledControls } from "../support/dashboard-screenshots.js";
 import {
@@ -87,14 +87,65 @@ describe("the dashboard in a real browser", () => {
     await page.waitForURL("**/dashboard/sign-in?next=%2Fdashboard%2Fmembers");
     await page.getByLabel("E-mail address").fill("owner@example.com");
     await page.getByLabel("Password").fill("wrong password here");
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("button", { name: "Sign in", exact: true }).click();
     await page.getByText("the e-mail address or the password is wrong").waitFor();
     await page.getByLabel("Password").fill(ownerPassword);
     await expectAccessible();
     await screenshot(page, "02-sign-in");
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("button", { name: "Sign in", exact: true }).click();
     await page.waitForURL("**/dashboard/members");
     await nav("API keys").click();
+    await page.waitForURL("**/dashboard/api-keys");
+  });
+
+  test("the operator adds a passkey, signs out, signs in with it without typing anything; removed, it signs in no more", async () => {
+    await addVirtualAuthenticator(page);
+    await nav("Your passkeys").click();
+    await page.getByRole("heading", { name: "Your passkeys", level: 1 }).waitFor();
+    await page.getByText("No passkeys yet").waitFor();
+    await page.getByLabel("Passkey name").fill("Test laptop");
+    await page.getByRole("button", { name: "Add a passkey" }).click();
+    await page.getByText('Added "Test laptop"').waitFor();
+    await page.getByRole("cell", { name: "Test laptop", exact: true }).waitFor();
+    await expectAccessible();
+    await screenshot(page, "02a-your-passkeys");
+
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.waitForURL("**/dashboard/sign-in");
+    await page.getByRole("button", { name: "Sign in with a passkey" }).waitFor();
+    await expectAccessible();
+    await screenshot(page, "02b-sign-in-passkey");
+    await page.getByRole("button", { name: "Sign in with a passkey" }).click();
+    await page.waitForURL("**/dashboard/api-keys");
+    await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+    const cookie = (await context.cookies()).find((c) => c.name === "gatehouse_dashboard");
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: "Strict" });
+
+    // After typing the e-mail address, the same passkey signs in too.
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.waitForURL("**/dashboard/sign-in");
+    await page.getByLabel("E-mail address").fill("owner@example.com");
+    await page.getByRole("button", { name: "Sign in with a passkey" }).click();
+    await page.waitForURL("**/dashboard/api-keys");
+
+    // The list shows when it was last used.
+    await nav("Your passkeys").click();
+    const row = page.getByRole("row", { name: /Test laptop/ });
+    await row.waitFor();
+    expect(await row.getByRole("cell").nth(2).textContent()).toMatch(/UTC$/);
+    await page.getByRole("button", { name: "Remove passkey Test laptop" }).click();
+    await page.getByRole("button", { name: "Confirm" }).click();
+    await page.getByText('Removed "Test laptop".').waitFor();
+    await page.getByText("No passkeys yet").waitFor();
+
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.waitForURL("**/dashboard/sign-in");
+    await page.getByRole("button", { name: "Sign in with a passkey" }).click();
+    await page.getByText("this passkey is not registered to any dashboard account").waitFor();
+    await screenshot(page, "02c-sign-in-passkey-removed");
+    await page.getByLabel("E-mail address").fill("owner@example.com");
+    await page.getByLabel("Password").fill(ownerPassword);
+    await page.getByRole("button", { name: "Sign in", exact: true }).click();
     await page.waitForURL("**/dashboard/api-keys");
   });
 
@@ -345,7 +396,7 @@ describe("the dashboard in a real browser", () => {
     await page.getByText("Your dashboard session has ended").waitFor();
     await page.getByLabel("E-mail address").fill("owner@example.com");
     await page.getByLabel("Password").fill(ownerPassword);
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("button", { name: "Sign in", exact: true }).click();
     await page.waitForURL("**/dashboard/members");
     await page.getByRole("cell", { name: "new.member@example.com", exact: true }).waitFor();
   });

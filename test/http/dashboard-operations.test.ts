@@ -109,6 +109,41 @@ describe("dashboard operations, through the same code as the public API", () => 
       expect(seen.length).toBeGreaterThanOrEqual(5);
       expect((await ask("ListApiKeys", { pageToken: "garbage" })).status).toBe(400);
     });
+
+    test("pages are read from the database by position: a key revoked between pages hides none after it", async () => {
+      for (let i = 0; i < 3; i++) await ask("CreateApiKey", { name: `position-${i}`, role: "ROLE_MEMBER" });
+      type Page = { apiKeys: { id: string; name: string }[]; nextPageToken?: string };
+      const all = (await ask<Page>("ListApiKeys", { pageSize: 100 })).body.apiKeys;
+      const at = all.findIndex((k) => k.name === "position-0");
+      // The first page ends with position-0.
+      const first = await ask<Page>("ListApiKeys", { pageSize: at + 1 });
+      expect(first.body.apiKeys.map((k) => k.id)).toEqual(all.slice(0, at + 1).map((k) => k.id));
+      // Revoked, it leaves the list; an offset would now skip position-1.
+      expect((await ask("RevokeApiKey", { apiKeyId: all[at]?.id })).status).toBe(200);
+      const second = await ask<Page>("ListApiKeys", { pageSize: 2, pageToken: first.body.nextPageToken });
+      expect(second.body.apiKeys.map((k) => k.name)).toEqual(["position-1", "position-2"]);
+      // With revoked keys included, the same token continues at the same place.
+      const withRevoked = await ask<Page>("ListApiKeys", { pageSize: 2, pageToken: first.body.nextPageToken, includeRevoked: true });
+      expect(withRevoked.body.apiKeys.map((k) => k.name)).toEqual(["position-1", "position-2"]);
+    });
+
+    test("a malformed page token, or one of another list, is a 400 that names page_token", async () => {
+      const members = await ask<{ nextPageToken?: string }>("ListMembers", { pageSize: 1 });
+      const otherList = members.body.nextPageToken ?? Buffer.from(JSON.stringify(["members", "a@example.com"])).toString("base64url");
+      const tampered = Buffer.from(JSON.stringify(["api_keys", "yesterday", 7])).toString("base64url");
+      for (const pageToken of ["garbage!", "Zm9v", otherList, tampered, "A".repeat(3000)]) {
+        const response = await ask("ListApiKeys", { pageToken });
+        expect({ pageToken: pageToken.slice(0, 20), status: response.status }).toEqual({ pageToken: pageToken.slice(0, 20), status: 400 });
+        expect(violations(response.body).map((v) => v.field)).toEqual(["page_token"]);
+        expect(reason(response.body)).toBe("page_token_malformed");
+      }
+      const both = await ask("ListApiKeys", { pageToken: "garbage!", pageSize: 1000 });
+      expect(
+        violations(both.body)
+          .map((v) => v.field)
+          .sort(),
+      ).toEqual(["page_size", "page_token"]);
+    });
   });
 
   describe("identity keys", () => {
@@ -229,6 +264,40 @@ describe("dashboard operations, through the same code as the public API", () => 
       expect((await validate(second.body.session.token)).status).toBe(401);
     });
 
+    test("search results and an identity's sessions come in pages, each row once", async () => {
+      const stamp = Date.now();
+      const identifiers = [`pager-c-${stamp}@example.com`, `pager-a-${stamp}@example.com`, `pager-b-${stamp}@example.com`];
+      let identityId = "";
+      for (const identifier of identifiers) {
+        for (let i = 0; i < 2; i++) {
+          const link = await callIdentity<{ token: string }>(server, "GenerateMagicLink", { identifier }, server.credentials.secret_key);
+          const verified = await callIdentity<{ identityId: string }>(
+            server,
+            "VerifyMagicLink",
+            { token: link.body.token },
+            server.credentials.secret_key,
+          );
+          identityId = verified.body.identityId;
+        }
+      }
+      type Found = { identities?: { identifier: string }[]; nextPageToken?: string };
+      const first = await ask<Found>("SearchIdentities", { query: `${stamp}`, pageSize: 2 });
+      const second = await ask<Found>("SearchIdentities", { query: `${stamp}`, pageSize: 2, pageToken: first.body.nextPageToken });
+      expect([...(first.body.identities ?? []), ...(second.body.identities ?? [])].map((i) => i.identifier)).toEqual(
+        [...identifiers].sort(),
+      );
+      expect(second.body.nextPageToken ?? "").toBe("");
+
+      type Sessions = { sessions?: { sessionId: string }[]; nextPageToken?: string };
+      const all = (await ask<Sessions>("ListIdentitySessions", { identityId })).body.sessions?.map((x) => x.sessionId) ?? [];
+      expect(all).toHaveLength(2);
+      const one = await ask<Sessions>("ListIdentitySessions", { identityId, pageSize: 1 });
+      const two = await ask<Sessions>("ListIdentitySessions", { identityId, pageSize: 1, pageToken: one.body.nextPageToken });
+      expect([...(one.body.sessions ?? []), ...(two.body.sessions ?? [])].map((x) => x.sessionId)).toEqual(all);
+      // A search's token does not page sessions.
+      expect((await ask("ListIdentitySessions", { identityId, pageToken: first.body.nextPageToken })).status).toBe(400);
+    });
+
     test("an identity of another organisation is not found", async () => {
       const other = await server.app.tenancy.createOrganization("Other identities");
       const link = await callIdentity<{ token: string }>(
@@ -279,6 +348,34 @@ describe("dashboard operations, through the same code as the public API", () => 
       expect((await ask("DeleteEnvironmentSecret", { environment: "production", name: "DATABASE_URL" })).status).toBe(200);
       expect(await secrets.list("production")).toEqual([]);
       expect((await ask("DeleteEnvironmentSecret", { environment: "production", name: "DATABASE_URL" })).status).toBe(404);
+    });
+
+    test("an environment's secrets come in pages by name in byte order; one deleted between pages hides none after it", async () => {
+      const secrets = secretsApi(server, server.credentials.api_key);
+      const names = ["b_lower", "Zeta", "_under", "ALPHA", "a.dot", "M-dash"];
+      for (const name of names) await secrets.put(name, "paging", `value of ${name}`);
+      const byteOrder = [...names].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+      expect(byteOrder).toEqual(["ALPHA", "M-dash", "Zeta", "_under", "a.dot", "b_lower"]);
+      type Page = { secrets?: { name: string }[]; nextPageToken?: string };
+      const first = await ask<Page>("ListEnvironmentSecrets", { environment: "paging", pageSize: 2 });
+      expect(first.body.secrets?.map((s) => s.name)).toEqual(byteOrder.slice(0, 2));
+      expect((await ask("DeleteEnvironmentSecret", { environment: "paging", name: "ALPHA" })).status).toBe(200);
+      const seen = [...(first.body.secrets ?? []).map((s) => s.name)];
+      let token = first.body.nextPageToken ?? "";
+      while (token !== "") {
+        const page = await ask<Page>("ListEnvironmentSecrets", { environment: "paging", pageSize: 2, pageToken: token });
+        expect(page.status).toBe(200);
+        seen.push(...(page.body.secrets ?? []).map((s) => s.name));
+        token = page.body.nextPageToken ?? "";
+      }
+      expect(seen).toEqual(byteOrder);
+      const bad = await ask("ListEnvironmentSecrets", { environment: "Not An Env", pageToken: "garbage!" });
+      expect(bad.status).toBe(400);
+      expect(
+        violations(bad.body)
+          .map((v) => v.field)
+          .sort(),
+      ).toEqual(["environment", "page_token"]);
     });
   });
 
@@ -481,6 +578,23 @@ describe("dashboard operations, through the same code as the public API", () => 
       const remove = await ask("RemoveMember", { accountId: me });
       expect(remove.status).toBe(400);
       expect(reason(remove.body)).toBe("last_admin");
+    });
+
+    test("members come one page at a time in e-mail order, each once", async () => {
+      for (const name of ["pager.z", "pager.a", "pager.m"]) {
+        expect((await ask("InviteMember", { email: `${name}@example.com`, displayName: name, role: "ROLE_MEMBER" })).status).toBe(200);
+      }
+      const whole = (await ask<{ members: { email: string }[] }>("ListMembers", { pageSize: 100 })).body.members.map((m) => m.email);
+      expect(whole.length).toBeGreaterThan(2);
+      const seen: string[] = [];
+      let token = "";
+      do {
+        const page = await ask<{ members: { email: string }[]; nextPageToken?: string }>("ListMembers", { pageSize: 1, pageToken: token });
+        seen.push(...page.body.members.map((m) => m.email));
+        token = page.body.nextPageToken ?? "";
+      } while (token !== "" && seen.length <= whole.length);
+      expect(seen).toEqual(whole);
+      expect([...whole].sort()).toEqual(whole);
     });
 
     test("two admins demoting each other at once leave one admin", async () => {

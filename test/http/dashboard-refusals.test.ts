@@ -22,7 +22,15 @@ describe("every DashboardService RPC refuses what is not a signed-in dashboard p
   afterAll(() => server.close());
 
   const methods = DashboardService.methods.map((m) => m.name);
-  const bodyOf = (method: string) => (method === "GetOperatorSession" ? {} : { organizationId: server.credentials.organization_id });
+  /** RPCs about the signed-in operator's own account name no organisation. */
+  const accountLevel = new Set([
+    "GetOperatorSession",
+    "ListOperatorPasskeys",
+    "BeginAddOperatorPasskey",
+    "FinishAddOperatorPasskey",
+    "RemoveOperatorPasskey",
+  ]);
+  const bodyOf = (method: string) => (accountLevel.has(method) ? {} : { organizationId: server.credentials.organization_id });
 
   test("the service has the operations of the dashboard's pages", () => {
     expect(methods).toEqual(
@@ -52,6 +60,10 @@ describe("every DashboardService RPC refuses what is not a signed-in dashboard p
         "ReissueSetupLink",
         "ChangeMemberRole",
         "RemoveMember",
+        "ListOperatorPasskeys",
+        "BeginAddOperatorPasskey",
+        "FinishAddOperatorPasskey",
+        "RemoveOperatorPasskey",
       ]),
     );
   });

@@ -1,3 +1,4 @@
+import { hashToken } from "../../src/crypto/tokens.js";
 import { createManualClock } from "../support/server.js";
 import {
   cookieOf,
@@ -185,6 +186,65 @@ describe("operator sign-in, sign-out and session lifetime", () => {
     const refused = await postDashboardAuth(server, "sign-in", { email: target, password: "wrong password" });
     expect(refused.status).toBe(429);
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+  });
+});
+
+describe("ended sessions are purged from the database", () => {
+  const manual = createManualClock();
+  let server: DashboardTestServer;
+  const email = "purge@example.com";
+
+  beforeAll(async () => {
+    server = await startDashboardServer({ clock: manual.clock });
+    await setUpOwner(server, email);
+  });
+  afterAll(() => server.close());
+
+  const sessionIds = async () => (await server.app.database.client.dashboardSession.findMany({ select: { id: true } })).map((s) => s.id);
+  /** The stored session of a cookie (only the token's hash is stored). */
+  const idOf = async (cookie: string) => {
+    const row = await server.app.database.client.dashboardSession.findFirst({ where: { hash: hashToken(cookie.split("=")[1] ?? "") } });
+    return row?.id;
+  };
+
+  test("a later sign-in deletes sessions that ended (idle, expired or signed out and idle), and keeps live ones", async () => {
+    const idle = await signIn(server, email, ownerPassword);
+    const signedOut = await signIn(server, email, ownerPassword);
+    await postDashboardAuth(server, "sign-out", {}, { cookie: signedOut });
+    const idleId = await idOf(idle);
+    const signedOutId = await idOf(signedOut);
+    expect(idleId).toBeDefined();
+    expect(await sessionIds()).toEqual(expect.arrayContaining([idleId, signedOutId]));
+
+    manual.advance(20 * 60_000);
+    const live = await signIn(server, email, ownerPassword);
+    const liveId = await idOf(live);
+    // 20 minutes idle is not yet the end of a session: nothing is deleted.
+    expect(await sessionIds()).toEqual(expect.arrayContaining([idleId, signedOutId, liveId]));
+
+    manual.advance(15 * 60_000);
+    // 35 minutes idle: ended. The live session, 15 minutes idle, is not.
+    expect((await dashboardRpc(server, "GetOperatorSession", {}, { cookie: idle })).status).toBe(401);
+    const next = await signIn(server, email, ownerPassword);
+    const left = await sessionIds();
+    expect(left).not.toContain(idleId);
+    expect(left).not.toContain(signedOutId);
+    expect(left).toEqual(expect.arrayContaining([liveId, await idOf(next)]));
+    expect((await dashboardRpc(server, "GetOperatorSession", {}, { cookie: live })).status).toBe(200);
+    expect((await dashboardRpc(server, "GetOperatorSession", {}, { cookie: idle })).status).toBe(401);
+  });
+
+  test("a session past its absolute lifetime is deleted even if it was used a minute ago", async () => {
+    const busy = await signIn(server, email, ownerPassword);
+    const busyId = await idOf(busy);
+    // Used every 20 minutes for 12 hours: what its requests record is lastSeenAt.
+    for (let i = 0; i < 36; i++) {
+      manual.advance(20 * 60_000);
+      await server.app.database.client.dashboardSession.update({ where: { id: busyId as string }, data: { lastSeenAt: manual.clock() } });
+    }
+    manual.advance(60_000);
+    await signIn(server, email, ownerPassword);
+    expect(await sessionIds()).not.toContain(busyId);
   });
 });
 

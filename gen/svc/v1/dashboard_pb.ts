@@ -4,21 +4,21 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Timestamp, TimestampJson } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { StructJson, Timestamp, TimestampJson } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Role, RoleJson } from "./auth_pb.js";
 import { file_svc_v1_auth } from "./auth_pb.js";
 import type { ApplyConfigResponse, ApplyConfigResponseJson, ConfigRevision, ConfigRevisionJson } from "./config_pb.js";
 import { file_svc_v1_config } from "./config_pb.js";
 import type { Secret, SecretJson } from "./secrets_pb.js";
 import { file_svc_v1_secrets } from "./secrets_pb.js";
-import type { Message } from "@bufbuild/protobuf";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file svc/v1/dashboard.proto.
  */
 export const file_svc_v1_dashboard: GenFile = /*@__PURE__*/
-  fileDesc("ChZzdmMvdjEvZGFzaGJvYXJkLnByb3RvEgZzdmMudjEiGwoZR2V0T3BlcmF0b3JTZXNzaW9uUmVxdWVzdCLYAQoaR2V0T3BlcmF0b3JTZXNzaW9uUmVzcG9uc2USIgoIb3BlcmF0b3IYASABKAsyEC5zdmMudjEuT3BlcmF0b3ISMQoNb3JnYW5pemF0aW9ucxgCIAMoCzIaLnN2Yy52MS5Pcmdhbml6YXRpb25BY2Nlc3MSMwoPaWRsZV9leHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJDCghPcGVyYXRvchISCgphY2NvdW50X2lkGAEgASgJEg0KBWVtYWlsGAIgASgJEhQKDGRpc3BsYXlfbmFtZRgDIAEoCSJXChJPcmdhbml6YXRpb25BY2Nlc3MSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSGgoEcm9sZRgDIAEoDjIMLnN2Yy52MS5Sb2xlIm0KEkxpc3RBcGlLZXlzUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSFwoPaW5jbHVkZV9yZXZva2VkGAQgASgIIuQBCgpBcGlLZXlJbmZvEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDgoGcHJlZml4GAMgASgJEhoKBHJvbGUYBCABKA4yDC5zdmMudjEuUm9sZRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxsYXN0X3VzZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlQKE0xpc3RBcGlLZXlzUmVzcG9uc2USJAoIYXBpX2tleXMYASADKAsyEi5zdmMudjEuQXBpS2V5SW5mbxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiWAoTQ3JlYXRlQXBpS2V5UmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSDAoEbmFtZRgCIAEoCRIaCgRyb2xlGAMgASgOMgwuc3ZjLnYxLlJvbGUiSAoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USIwoHYXBpX2tleRgBIAEoCzISLnN2Yy52MS5BcGlLZXlJbmZvEgsKA2tleRgCIAEoCSJCChNSZXZva2VBcGlLZXlSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRISCgphcGlfa2V5X2lkGAIgASgJIhYKFFJldm9rZUFwaUtleVJlc3BvbnNlIqoBCg9JZGVudGl0eUtleUluZm8SJQoEa2luZBgBIAEoDjIXLnN2Yy52MS5JZGVudGl0eUtleUtpbmQSDgoGcHJlZml4GAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGxhc3RfdXNlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiMQoWR2V0SWRlbnRpdHlLZXlzUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkieAoXR2V0SWRlbnRpdHlLZXlzUmVzcG9uc2USMAoPcHVibGlzaGFibGVfa2V5GAEgASgLMhcuc3ZjLnYxLklkZW50aXR5S2V5SW5mbxIrCgpzZWNyZXRfa2V5GAIgASgLMhcuc3ZjLnYxLklkZW50aXR5S2V5SW5mbyJaChhSb3RhdGVJZGVudGl0eUtleVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEiUKBGtpbmQYAiABKA4yFy5zdmMudjEuSWRlbnRpdHlLZXlLaW5kIlMKGVJvdGF0ZUlkZW50aXR5S2V5UmVzcG9uc2USKQoIa2V5X2luZm8YASABKAsyFy5zdmMudjEuSWRlbnRpdHlLZXlJbmZvEgsKA2tleRgCIAEoCSKpAgoWSWRlbnRpdHlTZXR0aW5nc1ZhbHVlcxIQCghwYXNza2V5cxgBIAEoCBITCgttYWdpY19saW5rcxgCIAEoCBIQCghwYXNzd29yZBgDIAEoCBINCgVycF9pZBgEIAEoCRIPCgdvcmlnaW5zGAUgAygJEhsKE3Nlc3Npb25fdHRsX3NlY29uZHMYBiABKAUSHgoWbWFnaWNfbGlua190dGxfc2Vjb25kcxgHIAEoBRIZChFsb2Nrb3V0X3RocmVzaG9sZBgIIAEoBRIeChZsb2Nrb3V0X3dpbmRvd19zZWNvbmRzGAkgASgFEhsKE2lwX2xpbWl0X3Blcl9taW51dGUYCiABKAUSIQoZbWFnaWNfbGlua19saW1pdF9wZXJfaG91chgLIAEoBSI1ChpHZXRJZGVudGl0eVNldHRpbmdzUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkifwobR2V0SWRlbnRpdHlTZXR0aW5nc1Jlc3BvbnNlEjAKCHNldHRpbmdzGAEgASgLMh4uc3ZjLnYxLklkZW50aXR5U2V0dGluZ3NWYWx1ZXMSFQoNZGVmYXVsdF9ycF9pZBgCIAEoCRIXCg9kZWZhdWx0X29yaWdpbnMYAyADKAkiagodVXBkYXRlSWRlbnRpdHlTZXR0aW5nc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEjAKCHNldHRpbmdzGAIgASgLMh4uc3ZjLnYxLklkZW50aXR5U2V0dGluZ3NWYWx1ZXMiUgoeVXBkYXRlSWRlbnRpdHlTZXR0aW5nc1Jlc3BvbnNlEjAKCHNldHRpbmdzGAEgASgLMh4uc3ZjLnYxLklkZW50aXR5U2V0dGluZ3NWYWx1ZXMiYQoPSWRlbnRpdHlTdW1tYXJ5EgoKAmlkGAEgASgJEhIKCmlkZW50aWZpZXIYAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiaAoXU2VhcmNoSWRlbnRpdGllc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEg0KBXF1ZXJ5GAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJImAKGFNlYXJjaElkZW50aXRpZXNSZXNwb25zZRIrCgppZGVudGl0aWVzGAEgAygLMhcuc3ZjLnYxLklkZW50aXR5U3VtbWFyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkivAEKC1Bhc3NrZXlJbmZvEhUKDWNyZWRlbnRpYWxfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxsYXN0X3VzZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2RldmljZV90eXBlGAUgASgJEhEKCWJhY2tlZF91cBgGIAEoCCJJChlHZXRJZGVudGl0eURldGFpbHNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRITCgtpZGVudGl0eV9pZBgCIAEoCSKbAQoaR2V0SWRlbnRpdHlEZXRhaWxzUmVzcG9uc2USKQoIaWRlbnRpdHkYASABKAsyFy5zdmMudjEuSWRlbnRpdHlTdW1tYXJ5EhQKDGhhc19wYXNzd29yZBgCIAEoCBIlCghwYXNza2V5cxgDIAMoCzITLnN2Yy52MS5QYXNza2V5SW5mbxIVCg1saXZlX3Nlc3Npb25zGAQgASgFItcBChNJZGVudGl0eVNlc3Npb25JbmZvEhIKCnNlc3Npb25faWQYASABKAkSDgoGbWV0aG9kGAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGxpdmUYBiABKAgicgobTGlzdElkZW50aXR5U2Vzc2lvbnNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRITCgtpZGVudGl0eV9pZBgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJmChxMaXN0SWRlbnRpdHlTZXNzaW9uc1Jlc3BvbnNlEi0KCHNlc3Npb25zGAEgAygLMhsuc3ZjLnYxLklkZW50aXR5U2Vzc2lvbkluZm8SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJImMKHFJlbW92ZUlkZW50aXR5UGFzc2tleVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2lkZW50aXR5X2lkGAIgASgJEhUKDWNyZWRlbnRpYWxfaWQYAyABKAkiHwodUmVtb3ZlSWRlbnRpdHlQYXNza2V5UmVzcG9uc2UiYQodUmV2b2tlSWRlbnRpdHlTZXNzaW9uc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2lkZW50aXR5X2lkGAIgASgJEhIKCnNlc3Npb25faWQYAyABKAkiMQoeUmV2b2tlSWRlbnRpdHlTZXNzaW9uc1Jlc3BvbnNlEg8KB3Jldm9rZWQYASABKAUiOAodTGlzdFNlY3JldEVudmlyb25tZW50c1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIjYKHkxpc3RTZWNyZXRFbnZpcm9ubWVudHNSZXNwb25zZRIUCgxlbnZpcm9ubWVudHMYASADKAkidAodTGlzdEVudmlyb25tZW50U2VjcmV0c1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2Vudmlyb25tZW50GAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIloKHkxpc3RFbnZpcm9ubWVudFNlY3JldHNSZXNwb25zZRIfCgdzZWNyZXRzGAEgAygLMg4uc3ZjLnYxLlNlY3JldBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiXAoeRGVsZXRlRW52aXJvbm1lbnRTZWNyZXRSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRITCgtlbnZpcm9ubWVudBgCIAEoCRIMCgRuYW1lGAMgASgJIiEKH0RlbGV0ZUVudmlyb25tZW50U2VjcmV0UmVzcG9uc2UiMwoYR2V0Q29uZmlnRG9jdW1lbnRSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSI7ChlHZXRDb25maWdEb2N1bWVudFJlc3BvbnNlEhAKCHJldmlzaW9uGAEgASgFEgwKBHlhbWwYAiABKAkiWgoYTGlzdENvbmZpZ0hpc3RvcnlSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJfChlMaXN0Q29uZmlnSGlzdG9yeVJlc3BvbnNlEikKCXJldmlzaW9ucxgBIAMoCzIWLnN2Yy52MS5Db25maWdSZXZpc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiYQoaRGlmZkNvbmZpZ1JldmlzaW9uc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhUKDWZyb21fcmV2aXNpb24YAiABKAUSEwoLdG9fcmV2aXNpb24YAyABKAUiYAoIRGlmZkxpbmUSIgoEa2luZBgBIAEoDjIULnN2Yy52MS5EaWZmTGluZUtpbmQSDAoEdGV4dBgCIAEoCRIQCghvbGRfbGluZRgDIAEoBRIQCghuZXdfbGluZRgEIAEoBSIrCghEaWZmSHVuaxIfCgVsaW5lcxgBIAMoCzIQLnN2Yy52MS5EaWZmTGluZSJeChtEaWZmQ29uZmlnUmV2aXNpb25zUmVzcG9uc2USHwoFaHVua3MYASADKAsyEC5zdmMudjEuRGlmZkh1bmsSDQoFYWRkZWQYAiABKAUSDwoHcmVtb3ZlZBgDIAEoBSKAAQodUm9sbGJhY2tDb25maWdSZXZpc2lvblJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhAKCHJldmlzaW9uGAIgASgFEh4KEWV4cGVjdGVkX3JldmlzaW9uGAMgASgFSACIAQFCFAoSX2V4cGVjdGVkX3JldmlzaW9uIk0KHlJvbGxiYWNrQ29uZmlnUmV2aXNpb25SZXNwb25zZRIrCgZyZXN1bHQYASABKAsyGy5zdmMudjEuQXBwbHlDb25maWdSZXNwb25zZSK3AQoKTWVtYmVySW5mbxISCgphY2NvdW50X2lkGAEgASgJEg0KBWVtYWlsGAIgASgJEhQKDGRpc3BsYXlfbmFtZRgDIAEoCRIaCgRyb2xlGAQgASgOMgwuc3ZjLnYxLlJvbGUSJAoGc3RhdHVzGAUgASgOMhQuc3ZjLnYxLk1lbWJlclN0YXR1cxIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJUChJMaXN0TWVtYmVyc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIlMKE0xpc3RNZW1iZXJzUmVzcG9uc2USIwoHbWVtYmVycxgBIAMoCzISLnN2Yy52MS5NZW1iZXJJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJvChNJbnZpdGVNZW1iZXJSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRINCgVlbWFpbBgCIAEoCRIUCgxkaXNwbGF5X25hbWUYAyABKAkSGgoEcm9sZRgEIAEoDjIMLnN2Yy52MS5Sb2xlIocBChRJbnZpdGVNZW1iZXJSZXNwb25zZRIiCgZtZW1iZXIYASABKAsyEi5zdmMudjEuTWVtYmVySW5mbxIRCglzZXR1cF91cmwYAiABKAkSOAoUc2V0dXBfdXJsX2V4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkYKF1JlaXNzdWVTZXR1cExpbmtSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRISCgphY2NvdW50X2lkGAIgASgJImcKGFJlaXNzdWVTZXR1cExpbmtSZXNwb25zZRIRCglzZXR1cF91cmwYASABKAkSOAoUc2V0dXBfdXJsX2V4cGlyZXNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImIKF0NoYW5nZU1lbWJlclJvbGVSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRISCgphY2NvdW50X2lkGAIgASgJEhoKBHJvbGUYAyABKA4yDC5zdmMudjEuUm9sZSI+ChhDaGFuZ2VNZW1iZXJSb2xlUmVzcG9uc2USIgoGbWVtYmVyGAEgASgLMhIuc3ZjLnYxLk1lbWJlckluZm8iQgoTUmVtb3ZlTWVtYmVyUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCSIWChRSZW1vdmVNZW1iZXJSZXNwb25zZSp1Cg9JZGVudGl0eUtleUtpbmQSIQodSURFTlRJVFlfS0VZX0tJTkRfVU5TUEVDSUZJRUQQABIhCh1JREVOVElUWV9LRVlfS0lORF9QVUJMSVNIQUJMRRABEhwKGElERU5USVRZX0tFWV9LSU5EX1NFQ1JFVBACKn0KDERpZmZMaW5lS2luZBIeChpESUZGX0xJTkVfS0lORF9VTlNQRUNJRklFRBAAEhcKE0RJRkZfTElORV9LSU5EX1NBTUUQARIaChZESUZGX0xJTkVfS0lORF9SRU1PVkVEEAISGAoURElGRl9MSU5FX0tJTkRfQURERUQQAypiCgxNZW1iZXJTdGF0dXMSHQoZTUVNQkVSX1NUQVRVU19VTlNQRUNJRklFRBAAEhkKFU1FTUJFUl9TVEFUVVNfUEVORElORxABEhgKFE1FTUJFUl9TVEFUVVNfQUNUSVZFEAIyghQKEERhc2hib2FyZFNlcnZpY2USZAoSR2V0T3BlcmF0b3JTZXNzaW9uEiEuc3ZjLnYxLkdldE9wZXJhdG9yU2Vzc2lvblJlcXVlc3QaIi5zdmMudjEuR2V0T3BlcmF0b3JTZXNzaW9uUmVzcG9uc2UiB8rzGAMKAQUSUQoLTGlzdEFwaUtleXMSGi5zdmMudjEuTGlzdEFwaUtleXNSZXF1ZXN0Ghsuc3ZjLnYxLkxpc3RBcGlLZXlzUmVzcG9uc2UiCcrzGAUKAQUQARJUCgxDcmVhdGVBcGlLZXkSGy5zdmMudjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBocLnN2Yy52MS5DcmVhdGVBcGlLZXlSZXNwb25zZSIJyvMYBQoBBRACElQKDFJldm9rZUFwaUtleRIbLnN2Yy52MS5SZXZva2VBcGlLZXlSZXF1ZXN0Ghwuc3ZjLnYxLlJldm9rZUFwaUtleVJlc3BvbnNlIgnK8xgFCgEFEAISXQoPR2V0SWRlbnRpdHlLZXlzEh4uc3ZjLnYxLkdldElkZW50aXR5S2V5c1JlcXVlc3QaHy5zdmMudjEuR2V0SWRlbnRpdHlLZXlzUmVzcG9uc2UiCcrzGAUKAQUQARJjChFSb3RhdGVJZGVudGl0eUtleRIgLnN2Yy52MS5Sb3RhdGVJZGVudGl0eUtleVJlcXVlc3QaIS5zdmMudjEuUm90YXRlSWRlbnRpdHlLZXlSZXNwb25zZSIJyvMYBQoBBRACEmkKE0dldElkZW50aXR5U2V0dGluZ3MSIi5zdmMudjEuR2V0SWRlbnRpdHlTZXR0aW5nc1JlcXVlc3QaIy5zdmMudjEuR2V0SWRlbnRpdHlTZXR0aW5nc1Jlc3BvbnNlIgnK8xgFCgEFEAEScgoWVXBkYXRlSWRlbnRpdHlTZXR0aW5ncxIlLnN2Yy52MS5VcGRhdGVJZGVudGl0eVNldHRpbmdzUmVxdWVzdBomLnN2Yy52MS5VcGRhdGVJZGVudGl0eVNldHRpbmdzUmVzcG9uc2UiCcrzGAUKAQUQAhJgChBTZWFyY2hJZGVudGl0aWVzEh8uc3ZjLnYxLlNlYXJjaElkZW50aXRpZXNSZXF1ZXN0GiAuc3ZjLnYxLlNlYXJjaElkZW50aXRpZXNSZXNwb25zZSIJyvMYBQoBBRABEmYKEkdldElkZW50aXR5RGV0YWlscxIhLnN2Yy52MS5HZXRJZGVudGl0eURldGFpbHNSZXF1ZXN0GiIuc3ZjLnYxLkdldElkZW50aXR5RGV0YWlsc1Jlc3BvbnNlIgnK8xgFCgEFEAESbAoUTGlzdElkZW50aXR5U2Vzc2lvbnMSIy5zdmMudjEuTGlzdElkZW50aXR5U2Vzc2lvbnNSZXF1ZXN0GiQuc3ZjLnYxLkxpc3RJZGVudGl0eVNlc3Npb25zUmVzcG9uc2UiCcrzGAUKAQUQARJvChVSZW1vdmVJZGVudGl0eVBhc3NrZXkSJC5zdmMudjEuUmVtb3ZlSWRlbnRpdHlQYXNza2V5UmVxdWVzdBolLnN2Yy52MS5SZW1vdmVJZGVudGl0eVBhc3NrZXlSZXNwb25zZSIJyvMYBQoBBRACEnIKFlJldm9rZUlkZW50aXR5U2Vzc2lvbnMSJS5zdmMudjEuUmV2b2tlSWRlbnRpdHlTZXNzaW9uc1JlcXVlc3QaJi5zdmMudjEuUmV2b2tlSWRlbnRpdHlTZXNzaW9uc1Jlc3BvbnNlIgnK8xgFCgEFEAIScgoWTGlzdFNlY3JldEVudmlyb25tZW50cxIlLnN2Yy52MS5MaXN0U2VjcmV0RW52aXJvbm1lbnRzUmVxdWVzdBomLnN2Yy52MS5MaXN0U2VjcmV0RW52aXJvbm1lbnRzUmVzcG9uc2UiCcrzGAUKAQUQAhJyChZMaXN0RW52aXJvbm1lbnRTZWNyZXRzEiUuc3ZjLnYxLkxpc3RFbnZpcm9ubWVudFNlY3JldHNSZXF1ZXN0GiYuc3ZjLnYxLkxpc3RFbnZpcm9ubWVudFNlY3JldHNSZXNwb25zZSIJyvMYBQoBBRACEnUKF0RlbGV0ZUVudmlyb25tZW50U2VjcmV0EiYuc3ZjLnYxLkRlbGV0ZUVudmlyb25tZW50U2VjcmV0UmVxdWVzdBonLnN2Yy52MS5EZWxldGVFbnZpcm9ubWVudFNlY3JldFJlc3BvbnNlIgnK8xgFCgEFEAISYwoRR2V0Q29uZmlnRG9jdW1lbnQSIC5zdmMudjEuR2V0Q29uZmlnRG9jdW1lbnRSZXF1ZXN0GiEuc3ZjLnYxLkdldENvbmZpZ0RvY3VtZW50UmVzcG9uc2UiCcrzGAUKAQUQARJjChFMaXN0Q29uZmlnSGlzdG9yeRIgLnN2Yy52MS5MaXN0Q29uZmlnSGlzdG9yeVJlcXVlc3QaIS5zdmMudjEuTGlzdENvbmZpZ0hpc3RvcnlSZXNwb25zZSIJyvMYBQoBBRABEmkKE0RpZmZDb25maWdSZXZpc2lvbnMSIi5zdmMudjEuRGlmZkNvbmZpZ1JldmlzaW9uc1JlcXVlc3QaIy5zdmMudjEuRGlmZkNvbmZpZ1JldmlzaW9uc1Jlc3BvbnNlIgnK8xgFCgEFEAEScgoWUm9sbGJhY2tDb25maWdSZXZpc2lvbhIlLnN2Yy52MS5Sb2xsYmFja0NvbmZpZ1JldmlzaW9uUmVxdWVzdBomLnN2Yy52MS5Sb2xsYmFja0NvbmZpZ1JldmlzaW9uUmVzcG9uc2UiCcrzGAUKAQUQARJRCgtMaXN0TWVtYmVycxIaLnN2Yy52MS5MaXN0TWVtYmVyc1JlcXVlc3QaGy5zdmMudjEuTGlzdE1lbWJlcnNSZXNwb25zZSIJyvMYBQoBBRABElQKDEludml0ZU1lbWJlchIbLnN2Yy52MS5JbnZpdGVNZW1iZXJSZXF1ZXN0Ghwuc3ZjLnYxLkludml0ZU1lbWJlclJlc3BvbnNlIgnK8xgFCgEFEAISYAoQUmVpc3N1ZVNldHVwTGluaxIfLnN2Yy52MS5SZWlzc3VlU2V0dXBMaW5rUmVxdWVzdBogLnN2Yy52MS5SZWlzc3VlU2V0dXBMaW5rUmVzcG9uc2UiCcrzGAUKAQUQAhJgChBDaGFuZ2VNZW1iZXJSb2xlEh8uc3ZjLnYxLkNoYW5nZU1lbWJlclJvbGVSZXF1ZXN0GiAuc3ZjLnYxLkNoYW5nZU1lbWJlclJvbGVSZXNwb25zZSIJyvMYBQoBBRACElQKDFJlbW92ZU1lbWJlchIbLnN2Yy52MS5SZW1vdmVNZW1iZXJSZXF1ZXN0Ghwuc3ZjLnYxLlJlbW92ZU1lbWJlclJlc3BvbnNlIgnK8xgFCgEFEAJiBnByb3RvMw", [file_google_protobuf_timestamp, file_svc_v1_auth, file_svc_v1_config, file_svc_v1_secrets]);
+  fileDesc("ChZzdmMvdjEvZGFzaGJvYXJkLnByb3RvEgZzdmMudjEiGwoZR2V0T3BlcmF0b3JTZXNzaW9uUmVxdWVzdCLYAQoaR2V0T3BlcmF0b3JTZXNzaW9uUmVzcG9uc2USIgoIb3BlcmF0b3IYASABKAsyEC5zdmMudjEuT3BlcmF0b3ISMQoNb3JnYW5pemF0aW9ucxgCIAMoCzIaLnN2Yy52MS5Pcmdhbml6YXRpb25BY2Nlc3MSMwoPaWRsZV9leHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJDCghPcGVyYXRvchISCgphY2NvdW50X2lkGAEgASgJEg0KBWVtYWlsGAIgASgJEhQKDGRpc3BsYXlfbmFtZRgDIAEoCSJXChJPcmdhbml6YXRpb25BY2Nlc3MSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSGgoEcm9sZRgDIAEoDjIMLnN2Yy52MS5Sb2xlIm0KEkxpc3RBcGlLZXlzUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSFwoPaW5jbHVkZV9yZXZva2VkGAQgASgIIuQBCgpBcGlLZXlJbmZvEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDgoGcHJlZml4GAMgASgJEhoKBHJvbGUYBCABKA4yDC5zdmMudjEuUm9sZRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxsYXN0X3VzZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlQKE0xpc3RBcGlLZXlzUmVzcG9uc2USJAoIYXBpX2tleXMYASADKAsyEi5zdmMudjEuQXBpS2V5SW5mbxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiWAoTQ3JlYXRlQXBpS2V5UmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSDAoEbmFtZRgCIAEoCRIaCgRyb2xlGAMgASgOMgwuc3ZjLnYxLlJvbGUiSAoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USIwoHYXBpX2tleRgBIAEoCzISLnN2Yy52MS5BcGlLZXlJbmZvEgsKA2tleRgCIAEoCSJCChNSZXZva2VBcGlLZXlSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRISCgphcGlfa2V5X2lkGAIgASgJIhYKFFJldm9rZUFwaUtleVJlc3BvbnNlIqoBCg9JZGVudGl0eUtleUluZm8SJQoEa2luZBgBIAEoDjIXLnN2Yy52MS5JZGVudGl0eUtleUtpbmQSDgoGcHJlZml4GAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGxhc3RfdXNlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiMQoWR2V0SWRlbnRpdHlLZXlzUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkieAoXR2V0SWRlbnRpdHlLZXlzUmVzcG9uc2USMAoPcHVibGlzaGFibGVfa2V5GAEgASgLMhcuc3ZjLnYxLklkZW50aXR5S2V5SW5mbxIrCgpzZWNyZXRfa2V5GAIgASgLMhcuc3ZjLnYxLklkZW50aXR5S2V5SW5mbyJaChhSb3RhdGVJZGVudGl0eUtleVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEiUKBGtpbmQYAiABKA4yFy5zdmMudjEuSWRlbnRpdHlLZXlLaW5kIlMKGVJvdGF0ZUlkZW50aXR5S2V5UmVzcG9uc2USKQoIa2V5X2luZm8YASABKAsyFy5zdmMudjEuSWRlbnRpdHlLZXlJbmZvEgsKA2tleRgCIAEoCSKpAgoWSWRlbnRpdHlTZXR0aW5nc1ZhbHVlcxIQCghwYXNza2V5cxgBIAEoCBITCgttYWdpY19saW5rcxgCIAEoCBIQCghwYXNzd29yZBgDIAEoCBINCgVycF9pZBgEIAEoCRIPCgdvcmlnaW5zGAUgAygJEhsKE3Nlc3Npb25fdHRsX3NlY29uZHMYBiABKAUSHgoWbWFnaWNfbGlua190dGxfc2Vjb25kcxgHIAEoBRIZChFsb2Nrb3V0X3RocmVzaG9sZBgIIAEoBRIeChZsb2Nrb3V0X3dpbmRvd19zZWNvbmRzGAkgASgFEhsKE2lwX2xpbWl0X3Blcl9taW51dGUYCiABKAUSIQoZbWFnaWNfbGlua19saW1pdF9wZXJfaG91chgLIAEoBSI1ChpHZXRJZGVudGl0eVNldHRpbmdzUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkifwobR2V0SWRlbnRpdHlTZXR0aW5nc1Jlc3BvbnNlEjAKCHNldHRpbmdzGAEgASgLMh4uc3ZjLnYxLklkZW50aXR5U2V0dGluZ3NWYWx1ZXMSFQoNZGVmYXVsdF9ycF9pZBgCIAEoCRIXCg9kZWZhdWx0X29yaWdpbnMYAyADKAkiagodVXBkYXRlSWRlbnRpdHlTZXR0aW5nc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEjAKCHNldHRpbmdzGAIgASgLMh4uc3ZjLnYxLklkZW50aXR5U2V0dGluZ3NWYWx1ZXMiUgoeVXBkYXRlSWRlbnRpdHlTZXR0aW5nc1Jlc3BvbnNlEjAKCHNldHRpbmdzGAEgASgLMh4uc3ZjLnYxLklkZW50aXR5U2V0dGluZ3NWYWx1ZXMiYQoPSWRlbnRpdHlTdW1tYXJ5EgoKAmlkGAEgASgJEhIKCmlkZW50aWZpZXIYAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiaAoXU2VhcmNoSWRlbnRpdGllc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEg0KBXF1ZXJ5GAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJImAKGFNlYXJjaElkZW50aXRpZXNSZXNwb25zZRIrCgppZGVudGl0aWVzGAEgAygLMhcuc3ZjLnYxLklkZW50aXR5U3VtbWFyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkivAEKC1Bhc3NrZXlJbmZvEhUKDWNyZWRlbnRpYWxfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxsYXN0X3VzZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2RldmljZV90eXBlGAUgASgJEhEKCWJhY2tlZF91cBgGIAEoCCJJChlHZXRJZGVudGl0eURldGFpbHNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRITCgtpZGVudGl0eV9pZBgCIAEoCSKbAQoaR2V0SWRlbnRpdHlEZXRhaWxzUmVzcG9uc2USKQoIaWRlbnRpdHkYASABKAsyFy5zdmMudjEuSWRlbnRpdHlTdW1tYXJ5EhQKDGhhc19wYXNzd29yZBgCIAEoCBIlCghwYXNza2V5cxgDIAMoCzITLnN2Yy52MS5QYXNza2V5SW5mbxIVCg1saXZlX3Nlc3Npb25zGAQgASgFItcBChNJZGVudGl0eVNlc3Npb25JbmZvEhIKCnNlc3Npb25faWQYASABKAkSDgoGbWV0aG9kGAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldm9rZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGxpdmUYBiABKAgicgobTGlzdElkZW50aXR5U2Vzc2lvbnNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRITCgtpZGVudGl0eV9pZBgCIAEoCRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJmChxMaXN0SWRlbnRpdHlTZXNzaW9uc1Jlc3BvbnNlEi0KCHNlc3Npb25zGAEgAygLMhsuc3ZjLnYxLklkZW50aXR5U2Vzc2lvbkluZm8SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJImMKHFJlbW92ZUlkZW50aXR5UGFzc2tleVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2lkZW50aXR5X2lkGAIgASgJEhUKDWNyZWRlbnRpYWxfaWQYAyABKAkiHwodUmVtb3ZlSWRlbnRpdHlQYXNza2V5UmVzcG9uc2UiYQodUmV2b2tlSWRlbnRpdHlTZXNzaW9uc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2lkZW50aXR5X2lkGAIgASgJEhIKCnNlc3Npb25faWQYAyABKAkiMQoeUmV2b2tlSWRlbnRpdHlTZXNzaW9uc1Jlc3BvbnNlEg8KB3Jldm9rZWQYASABKAUiOAodTGlzdFNlY3JldEVudmlyb25tZW50c1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIjYKHkxpc3RTZWNyZXRFbnZpcm9ubWVudHNSZXNwb25zZRIUCgxlbnZpcm9ubWVudHMYASADKAkidAodTGlzdEVudmlyb25tZW50U2VjcmV0c1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhMKC2Vudmlyb25tZW50GAIgASgJEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIloKHkxpc3RFbnZpcm9ubWVudFNlY3JldHNSZXNwb25zZRIfCgdzZWNyZXRzGAEgAygLMg4uc3ZjLnYxLlNlY3JldBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiXAoeRGVsZXRlRW52aXJvbm1lbnRTZWNyZXRSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRITCgtlbnZpcm9ubWVudBgCIAEoCRIMCgRuYW1lGAMgASgJIiEKH0RlbGV0ZUVudmlyb25tZW50U2VjcmV0UmVzcG9uc2UiMwoYR2V0Q29uZmlnRG9jdW1lbnRSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSI7ChlHZXRDb25maWdEb2N1bWVudFJlc3BvbnNlEhAKCHJldmlzaW9uGAEgASgFEgwKBHlhbWwYAiABKAkiWgoYTGlzdENvbmZpZ0hpc3RvcnlSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJfChlMaXN0Q29uZmlnSGlzdG9yeVJlc3BvbnNlEikKCXJldmlzaW9ucxgBIAMoCzIWLnN2Yy52MS5Db25maWdSZXZpc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiYQoaRGlmZkNvbmZpZ1JldmlzaW9uc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhUKDWZyb21fcmV2aXNpb24YAiABKAUSEwoLdG9fcmV2aXNpb24YAyABKAUiYAoIRGlmZkxpbmUSIgoEa2luZBgBIAEoDjIULnN2Yy52MS5EaWZmTGluZUtpbmQSDAoEdGV4dBgCIAEoCRIQCghvbGRfbGluZRgDIAEoBRIQCghuZXdfbGluZRgEIAEoBSIrCghEaWZmSHVuaxIfCgVsaW5lcxgBIAMoCzIQLnN2Yy52MS5EaWZmTGluZSJeChtEaWZmQ29uZmlnUmV2aXNpb25zUmVzcG9uc2USHwoFaHVua3MYASADKAsyEC5zdmMudjEuRGlmZkh1bmsSDQoFYWRkZWQYAiABKAUSDwoHcmVtb3ZlZBgDIAEoBSKAAQodUm9sbGJhY2tDb25maWdSZXZpc2lvblJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhAKCHJldmlzaW9uGAIgASgFEh4KEWV4cGVjdGVkX3JldmlzaW9uGAMgASgFSACIAQFCFAoSX2V4cGVjdGVkX3JldmlzaW9uIk0KHlJvbGxiYWNrQ29uZmlnUmV2aXNpb25SZXNwb25zZRIrCgZyZXN1bHQYASABKAsyGy5zdmMudjEuQXBwbHlDb25maWdSZXNwb25zZSK3AQoKTWVtYmVySW5mbxISCgphY2NvdW50X2lkGAEgASgJEg0KBWVtYWlsGAIgASgJEhQKDGRpc3BsYXlfbmFtZRgDIAEoCRIaCgRyb2xlGAQgASgOMgwuc3ZjLnYxLlJvbGUSJAoGc3RhdHVzGAUgASgOMhQuc3ZjLnYxLk1lbWJlclN0YXR1cxIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJUChJMaXN0TWVtYmVyc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIlMKE0xpc3RNZW1iZXJzUmVzcG9uc2USIwoHbWVtYmVycxgBIAMoCzISLnN2Yy52MS5NZW1iZXJJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJvChNJbnZpdGVNZW1iZXJSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRINCgVlbWFpbBgCIAEoCRIUCgxkaXNwbGF5X25hbWUYAyABKAkSGgoEcm9sZRgEIAEoDjIMLnN2Yy52MS5Sb2xlIocBChRJbnZpdGVNZW1iZXJSZXNwb25zZRIiCgZtZW1iZXIYASABKAsyEi5zdmMudjEuTWVtYmVySW5mbxIRCglzZXR1cF91cmwYAiABKAkSOAoUc2V0dXBfdXJsX2V4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkYKF1JlaXNzdWVTZXR1cExpbmtSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRISCgphY2NvdW50X2lkGAIgASgJImcKGFJlaXNzdWVTZXR1cExpbmtSZXNwb25zZRIRCglzZXR1cF91cmwYASABKAkSOAoUc2V0dXBfdXJsX2V4cGlyZXNfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImIKF0NoYW5nZU1lbWJlclJvbGVSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRISCgphY2NvdW50X2lkGAIgASgJEhoKBHJvbGUYAyABKA4yDC5zdmMudjEuUm9sZSI+ChhDaGFuZ2VNZW1iZXJSb2xlUmVzcG9uc2USIgoGbWVtYmVyGAEgASgLMhIuc3ZjLnYxLk1lbWJlckluZm8iQgoTUmVtb3ZlTWVtYmVyUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCSIWChRSZW1vdmVNZW1iZXJSZXNwb25zZSLQAQoTT3BlcmF0b3JQYXNza2V5SW5mbxIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGxhc3RfdXNlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNY3JlZGVudGlhbF9pZBgFIAEoCRITCgtkZXZpY2VfdHlwZRgGIAEoCRIRCgliYWNrZWRfdXAYByABKAgiHQobTGlzdE9wZXJhdG9yUGFzc2tleXNSZXF1ZXN0Ik0KHExpc3RPcGVyYXRvclBhc3NrZXlzUmVzcG9uc2USLQoIcGFzc2tleXMYASADKAsyGy5zdmMudjEuT3BlcmF0b3JQYXNza2V5SW5mbyIgCh5CZWdpbkFkZE9wZXJhdG9yUGFzc2tleVJlcXVlc3QiYAofQmVnaW5BZGRPcGVyYXRvclBhc3NrZXlSZXNwb25zZRITCgtjZXJlbW9ueV9pZBgBIAEoCRIoCgdvcHRpb25zGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJxCh9GaW5pc2hBZGRPcGVyYXRvclBhc3NrZXlSZXF1ZXN0EhMKC2NlcmVtb255X2lkGAEgASgJEisKCmNyZWRlbnRpYWwYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EgwKBG5hbWUYAyABKAkiUAogRmluaXNoQWRkT3BlcmF0b3JQYXNza2V5UmVzcG9uc2USLAoHcGFzc2tleRgBIAEoCzIbLnN2Yy52MS5PcGVyYXRvclBhc3NrZXlJbmZvIjIKHFJlbW92ZU9wZXJhdG9yUGFzc2tleVJlcXVlc3QSEgoKcGFzc2tleV9pZBgBIAEoCSIfCh1SZW1vdmVPcGVyYXRvclBhc3NrZXlSZXNwb25zZSp1Cg9JZGVudGl0eUtleUtpbmQSIQodSURFTlRJVFlfS0VZX0tJTkRfVU5TUEVDSUZJRUQQABIhCh1JREVOVElUWV9LRVlfS0lORF9QVUJMSVNIQUJMRRABEhwKGElERU5USVRZX0tFWV9LSU5EX1NFQ1JFVBACKn0KDERpZmZMaW5lS2luZBIeChpESUZGX0xJTkVfS0lORF9VTlNQRUNJRklFRBAAEhcKE0RJRkZfTElORV9LSU5EX1NBTUUQARIaChZESUZGX0xJTkVfS0lORF9SRU1PVkVEEAISGAoURElGRl9MSU5FX0tJTkRfQURERUQQAypiCgxNZW1iZXJTdGF0dXMSHQoZTUVNQkVSX1NUQVRVU19VTlNQRUNJRklFRBAAEhkKFU1FTUJFUl9TVEFUVVNfUEVORElORxABEhgKFE1FTUJFUl9TVEFUVVNfQUNUSVZFEAIyyhcKEERhc2hib2FyZFNlcnZpY2USZAoSR2V0T3BlcmF0b3JTZXNzaW9uEiEuc3ZjLnYxLkdldE9wZXJhdG9yU2Vzc2lvblJlcXVlc3QaIi5zdmMudjEuR2V0T3BlcmF0b3JTZXNzaW9uUmVzcG9uc2UiB8rzGAMKAQUSUQoLTGlzdEFwaUtleXMSGi5zdmMudjEuTGlzdEFwaUtleXNSZXF1ZXN0Ghsuc3ZjLnYxLkxpc3RBcGlLZXlzUmVzcG9uc2UiCcrzGAUKAQUQARJUCgxDcmVhdGVBcGlLZXkSGy5zdmMudjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBocLnN2Yy52MS5DcmVhdGVBcGlLZXlSZXNwb25zZSIJyvMYBQoBBRACElQKDFJldm9rZUFwaUtleRIbLnN2Yy52MS5SZXZva2VBcGlLZXlSZXF1ZXN0Ghwuc3ZjLnYxLlJldm9rZUFwaUtleVJlc3BvbnNlIgnK8xgFCgEFEAISXQoPR2V0SWRlbnRpdHlLZXlzEh4uc3ZjLnYxLkdldElkZW50aXR5S2V5c1JlcXVlc3QaHy5zdmMudjEuR2V0SWRlbnRpdHlLZXlzUmVzcG9uc2UiCcrzGAUKAQUQARJjChFSb3RhdGVJZGVudGl0eUtleRIgLnN2Yy52MS5Sb3RhdGVJZGVudGl0eUtleVJlcXVlc3QaIS5zdmMudjEuUm90YXRlSWRlbnRpdHlLZXlSZXNwb25zZSIJyvMYBQoBBRACEmkKE0dldElkZW50aXR5U2V0dGluZ3MSIi5zdmMudjEuR2V0SWRlbnRpdHlTZXR0aW5nc1JlcXVlc3QaIy5zdmMudjEuR2V0SWRlbnRpdHlTZXR0aW5nc1Jlc3BvbnNlIgnK8xgFCgEFEAEScgoWVXBkYXRlSWRlbnRpdHlTZXR0aW5ncxIlLnN2Yy52MS5VcGRhdGVJZGVudGl0eVNldHRpbmdzUmVxdWVzdBomLnN2Yy52MS5VcGRhdGVJZGVudGl0eVNldHRpbmdzUmVzcG9uc2UiCcrzGAUKAQUQAhJgChBTZWFyY2hJZGVudGl0aWVzEh8uc3ZjLnYxLlNlYXJjaElkZW50aXRpZXNSZXF1ZXN0GiAuc3ZjLnYxLlNlYXJjaElkZW50aXRpZXNSZXNwb25zZSIJyvMYBQoBBRABEmYKEkdldElkZW50aXR5RGV0YWlscxIhLnN2Yy52MS5HZXRJZGVudGl0eURldGFpbHNSZXF1ZXN0GiIuc3ZjLnYxLkdldElkZW50aXR5RGV0YWlsc1Jlc3BvbnNlIgnK8xgFCgEFEAESbAoUTGlzdElkZW50aXR5U2Vzc2lvbnMSIy5zdmMudjEuTGlzdElkZW50aXR5U2Vzc2lvbnNSZXF1ZXN0GiQuc3ZjLnYxLkxpc3RJZGVudGl0eVNlc3Npb25zUmVzcG9uc2UiCcrzGAUKAQUQARJvChVSZW1vdmVJZGVudGl0eVBhc3NrZXkSJC5zdmMudjEuUmVtb3ZlSWRlbnRpdHlQYXNza2V5UmVxdWVzdBolLnN2Yy52MS5SZW1vdmVJZGVudGl0eVBhc3NrZXlSZXNwb25zZSIJyvMYBQoBBRACEnIKFlJldm9rZUlkZW50aXR5U2Vzc2lvbnMSJS5zdmMudjEuUmV2b2tlSWRlbnRpdHlTZXNzaW9uc1JlcXVlc3QaJi5zdmMudjEuUmV2b2tlSWRlbnRpdHlTZXNzaW9uc1Jlc3BvbnNlIgnK8xgFCgEFEAIScgoWTGlzdFNlY3JldEVudmlyb25tZW50cxIlLnN2Yy52MS5MaXN0U2VjcmV0RW52aXJvbm1lbnRzUmVxdWVzdBomLnN2Yy52MS5MaXN0U2VjcmV0RW52aXJvbm1lbnRzUmVzcG9uc2UiCcrzGAUKAQUQAhJyChZMaXN0RW52aXJvbm1lbnRTZWNyZXRzEiUuc3ZjLnYxLkxpc3RFbnZpcm9ubWVudFNlY3JldHNSZXF1ZXN0GiYuc3ZjLnYxLkxpc3RFbnZpcm9ubWVudFNlY3JldHNSZXNwb25zZSIJyvMYBQoBBRACEnUKF0RlbGV0ZUVudmlyb25tZW50U2VjcmV0EiYuc3ZjLnYxLkRlbGV0ZUVudmlyb25tZW50U2VjcmV0UmVxdWVzdBonLnN2Yy52MS5EZWxldGVFbnZpcm9ubWVudFNlY3JldFJlc3BvbnNlIgnK8xgFCgEFEAISYwoRR2V0Q29uZmlnRG9jdW1lbnQSIC5zdmMudjEuR2V0Q29uZmlnRG9jdW1lbnRSZXF1ZXN0GiEuc3ZjLnYxLkdldENvbmZpZ0RvY3VtZW50UmVzcG9uc2UiCcrzGAUKAQUQARJjChFMaXN0Q29uZmlnSGlzdG9yeRIgLnN2Yy52MS5MaXN0Q29uZmlnSGlzdG9yeVJlcXVlc3QaIS5zdmMudjEuTGlzdENvbmZpZ0hpc3RvcnlSZXNwb25zZSIJyvMYBQoBBRABEmkKE0RpZmZDb25maWdSZXZpc2lvbnMSIi5zdmMudjEuRGlmZkNvbmZpZ1JldmlzaW9uc1JlcXVlc3QaIy5zdmMudjEuRGlmZkNvbmZpZ1JldmlzaW9uc1Jlc3BvbnNlIgnK8xgFCgEFEAEScgoWUm9sbGJhY2tDb25maWdSZXZpc2lvbhIlLnN2Yy52MS5Sb2xsYmFja0NvbmZpZ1JldmlzaW9uUmVxdWVzdBomLnN2Yy52MS5Sb2xsYmFja0NvbmZpZ1JldmlzaW9uUmVzcG9uc2UiCcrzGAUKAQUQARJRCgtMaXN0TWVtYmVycxIaLnN2Yy52MS5MaXN0TWVtYmVyc1JlcXVlc3QaGy5zdmMudjEuTGlzdE1lbWJlcnNSZXNwb25zZSIJyvMYBQoBBRABElQKDEludml0ZU1lbWJlchIbLnN2Yy52MS5JbnZpdGVNZW1iZXJSZXF1ZXN0Ghwuc3ZjLnYxLkludml0ZU1lbWJlclJlc3BvbnNlIgnK8xgFCgEFEAISYAoQUmVpc3N1ZVNldHVwTGluaxIfLnN2Yy52MS5SZWlzc3VlU2V0dXBMaW5rUmVxdWVzdBogLnN2Yy52MS5SZWlzc3VlU2V0dXBMaW5rUmVzcG9uc2UiCcrzGAUKAQUQAhJgChBDaGFuZ2VNZW1iZXJSb2xlEh8uc3ZjLnYxLkNoYW5nZU1lbWJlclJvbGVSZXF1ZXN0GiAuc3ZjLnYxLkNoYW5nZU1lbWJlclJvbGVSZXNwb25zZSIJyvMYBQoBBRACElQKDFJlbW92ZU1lbWJlchIbLnN2Yy52MS5SZW1vdmVNZW1iZXJSZXF1ZXN0Ghwuc3ZjLnYxLlJlbW92ZU1lbWJlclJlc3BvbnNlIgnK8xgFCgEFEAISagoUTGlzdE9wZXJhdG9yUGFzc2tleXMSIy5zdmMudjEuTGlzdE9wZXJhdG9yUGFzc2tleXNSZXF1ZXN0GiQuc3ZjLnYxLkxpc3RPcGVyYXRvclBhc3NrZXlzUmVzcG9uc2UiB8rzGAMKAQUScwoXQmVnaW5BZGRPcGVyYXRvclBhc3NrZXkSJi5zdmMudjEuQmVnaW5BZGRPcGVyYXRvclBhc3NrZXlSZXF1ZXN0Gicuc3ZjLnYxLkJlZ2luQWRkT3BlcmF0b3JQYXNza2V5UmVzcG9uc2UiB8rzGAMKAQUSdgoYRmluaXNoQWRkT3BlcmF0b3JQYXNza2V5Eicuc3ZjLnYxLkZpbmlzaEFkZE9wZXJhdG9yUGFzc2tleVJlcXVlc3QaKC5zdmMudjEuRmluaXNoQWRkT3BlcmF0b3JQYXNza2V5UmVzcG9uc2UiB8rzGAMKAQUSbQoVUmVtb3ZlT3BlcmF0b3JQYXNza2V5EiQuc3ZjLnYxLlJlbW92ZU9wZXJhdG9yUGFzc2tleVJlcXVlc3QaJS5zdmMudjEuUmVtb3ZlT3BlcmF0b3JQYXNza2V5UmVzcG9uc2UiB8rzGAMKAQViBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_svc_v1_auth, file_svc_v1_config, file_svc_v1_secrets]);
 
 /**
  * Request of GetOperatorSession.
@@ -3572,6 +3572,411 @@ export const RemoveMemberResponseSchema: GenMessage<RemoveMemberResponse, {jsonT
   messageDesc(file_svc_v1_dashboard, 60);
 
 /**
+ * OperatorPasskeyInfo describes a passkey of an operator's account (never its key).
+ *
+ * @generated from message svc.v1.OperatorPasskeyInfo
+ */
+export type OperatorPasskeyInfo = Message<"svc.v1.OperatorPasskeyInfo"> & {
+  /**
+   * Passkey id (a UUID), to remove it.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * Name the operator gave it, 1 to 64 characters (default "Passkey").
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * When it was added.
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 3;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * When it last signed in; absent if never.
+   *
+   * @generated from field: google.protobuf.Timestamp last_used_at = 4;
+   */
+  lastUsedAt?: Timestamp | undefined;
+
+  /**
+   * WebAuthn credential id (base64url).
+   *
+   * @generated from field: string credential_id = 5;
+   */
+  credentialId: string;
+
+  /**
+   * "singleDevice", or "multiDevice" for a passkey that may be synced to other devices.
+   *
+   * @generated from field: string device_type = 6;
+   */
+  deviceType: string;
+
+  /**
+   * Whether the authenticator reported the passkey backed up (synced).
+   *
+   * @generated from field: bool backed_up = 7;
+   */
+  backedUp: boolean;
+};
+
+/**
+ * OperatorPasskeyInfo describes a passkey of an operator's account (never its key).
+ *
+ * @generated from message svc.v1.OperatorPasskeyInfo
+ */
+export type OperatorPasskeyInfoJson = {
+  /**
+   * Passkey id (a UUID), to remove it.
+   *
+   * @generated from field: string id = 1;
+   */
+  id?: string;
+
+  /**
+   * Name the operator gave it, 1 to 64 characters (default "Passkey").
+   *
+   * @generated from field: string name = 2;
+   */
+  name?: string;
+
+  /**
+   * When it was added.
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 3;
+   */
+  createdAt?: TimestampJson;
+
+  /**
+   * When it last signed in; absent if never.
+   *
+   * @generated from field: google.protobuf.Timestamp last_used_at = 4;
+   */
+  lastUsedAt?: TimestampJson;
+
+  /**
+   * WebAuthn credential id (base64url).
+   *
+   * @generated from field: string credential_id = 5;
+   */
+  credentialId?: string;
+
+  /**
+   * "singleDevice", or "multiDevice" for a passkey that may be synced to other devices.
+   *
+   * @generated from field: string device_type = 6;
+   */
+  deviceType?: string;
+
+  /**
+   * Whether the authenticator reported the passkey backed up (synced).
+   *
+   * @generated from field: bool backed_up = 7;
+   */
+  backedUp?: boolean;
+};
+
+/**
+ * Describes the message svc.v1.OperatorPasskeyInfo.
+ * Use `create(OperatorPasskeyInfoSchema)` to create a new message.
+ */
+export const OperatorPasskeyInfoSchema: GenMessage<OperatorPasskeyInfo, {jsonType: OperatorPasskeyInfoJson}> = /*@__PURE__*/
+  messageDesc(file_svc_v1_dashboard, 61);
+
+/**
+ * Request of ListOperatorPasskeys.
+ *
+ * @generated from message svc.v1.ListOperatorPasskeysRequest
+ */
+export type ListOperatorPasskeysRequest = Message<"svc.v1.ListOperatorPasskeysRequest"> & {
+};
+
+/**
+ * Request of ListOperatorPasskeys.
+ *
+ * @generated from message svc.v1.ListOperatorPasskeysRequest
+ */
+export type ListOperatorPasskeysRequestJson = {
+};
+
+/**
+ * Describes the message svc.v1.ListOperatorPasskeysRequest.
+ * Use `create(ListOperatorPasskeysRequestSchema)` to create a new message.
+ */
+export const ListOperatorPasskeysRequestSchema: GenMessage<ListOperatorPasskeysRequest, {jsonType: ListOperatorPasskeysRequestJson}> = /*@__PURE__*/
+  messageDesc(file_svc_v1_dashboard, 62);
+
+/**
+ * Answer of ListOperatorPasskeys.
+ *
+ * @generated from message svc.v1.ListOperatorPasskeysResponse
+ */
+export type ListOperatorPasskeysResponse = Message<"svc.v1.ListOperatorPasskeysResponse"> & {
+  /**
+   * The operator's passkeys, oldest first (at most 20).
+   *
+   * @generated from field: repeated svc.v1.OperatorPasskeyInfo passkeys = 1;
+   */
+  passkeys: OperatorPasskeyInfo[];
+};
+
+/**
+ * Answer of ListOperatorPasskeys.
+ *
+ * @generated from message svc.v1.ListOperatorPasskeysResponse
+ */
+export type ListOperatorPasskeysResponseJson = {
+  /**
+   * The operator's passkeys, oldest first (at most 20).
+   *
+   * @generated from field: repeated svc.v1.OperatorPasskeyInfo passkeys = 1;
+   */
+  passkeys?: OperatorPasskeyInfoJson[];
+};
+
+/**
+ * Describes the message svc.v1.ListOperatorPasskeysResponse.
+ * Use `create(ListOperatorPasskeysResponseSchema)` to create a new message.
+ */
+export const ListOperatorPasskeysResponseSchema: GenMessage<ListOperatorPasskeysResponse, {jsonType: ListOperatorPasskeysResponseJson}> = /*@__PURE__*/
+  messageDesc(file_svc_v1_dashboard, 63);
+
+/**
+ * Request of BeginAddOperatorPasskey.
+ *
+ * @generated from message svc.v1.BeginAddOperatorPasskeyRequest
+ */
+export type BeginAddOperatorPasskeyRequest = Message<"svc.v1.BeginAddOperatorPasskeyRequest"> & {
+};
+
+/**
+ * Request of BeginAddOperatorPasskey.
+ *
+ * @generated from message svc.v1.BeginAddOperatorPasskeyRequest
+ */
+export type BeginAddOperatorPasskeyRequestJson = {
+};
+
+/**
+ * Describes the message svc.v1.BeginAddOperatorPasskeyRequest.
+ * Use `create(BeginAddOperatorPasskeyRequestSchema)` to create a new message.
+ */
+export const BeginAddOperatorPasskeyRequestSchema: GenMessage<BeginAddOperatorPasskeyRequest, {jsonType: BeginAddOperatorPasskeyRequestJson}> = /*@__PURE__*/
+  messageDesc(file_svc_v1_dashboard, 64);
+
+/**
+ * Answer of BeginAddOperatorPasskey.
+ *
+ * @generated from message svc.v1.BeginAddOperatorPasskeyResponse
+ */
+export type BeginAddOperatorPasskeyResponse = Message<"svc.v1.BeginAddOperatorPasskeyResponse"> & {
+  /**
+   * The ceremony to name in FinishAddOperatorPasskey (a UUID).
+   *
+   * @generated from field: string ceremony_id = 1;
+   */
+  ceremonyId: string;
+
+  /**
+   * PublicKeyCredentialCreationOptionsJSON for navigator.credentials.create().
+   *
+   * @generated from field: google.protobuf.Struct options = 2;
+   */
+  options?: JsonObject | undefined;
+};
+
+/**
+ * Answer of BeginAddOperatorPasskey.
+ *
+ * @generated from message svc.v1.BeginAddOperatorPasskeyResponse
+ */
+export type BeginAddOperatorPasskeyResponseJson = {
+  /**
+   * The ceremony to name in FinishAddOperatorPasskey (a UUID).
+   *
+   * @generated from field: string ceremony_id = 1;
+   */
+  ceremonyId?: string;
+
+  /**
+   * PublicKeyCredentialCreationOptionsJSON for navigator.credentials.create().
+   *
+   * @generated from field: google.protobuf.Struct options = 2;
+   */
+  options?: StructJson;
+};
+
+/**
+ * Describes the message svc.v1.BeginAddOperatorPasskeyResponse.
+ * Use `create(BeginAddOperatorPasskeyResponseSchema)` to create a new message.
+ */
+export const BeginAddOperatorPasskeyResponseSchema: GenMessage<BeginAddOperatorPasskeyResponse, {jsonType: BeginAddOperatorPasskeyResponseJson}> = /*@__PURE__*/
+  messageDesc(file_svc_v1_dashboard, 65);
+
+/**
+ * Request of FinishAddOperatorPasskey.
+ *
+ * @generated from message svc.v1.FinishAddOperatorPasskeyRequest
+ */
+export type FinishAddOperatorPasskeyRequest = Message<"svc.v1.FinishAddOperatorPasskeyRequest"> & {
+  /**
+   * The ceremony_id BeginAddOperatorPasskey returned.
+   *
+   * @generated from field: string ceremony_id = 1;
+   */
+  ceremonyId: string;
+
+  /**
+   * RegistrationResponseJSON: what PublicKeyCredential.toJSON() gave.
+   *
+   * @generated from field: google.protobuf.Struct credential = 2;
+   */
+  credential?: JsonObject | undefined;
+
+  /**
+   * A name to recognise the passkey by, up to 64 characters; empty: "Passkey".
+   *
+   * @generated from field: string name = 3;
+   */
+  name: string;
+};
+
+/**
+ * Request of FinishAddOperatorPasskey.
+ *
+ * @generated from message svc.v1.FinishAddOperatorPasskeyRequest
+ */
+export type FinishAddOperatorPasskeyRequestJson = {
+  /**
+   * The ceremony_id BeginAddOperatorPasskey returned.
+   *
+   * @generated from field: string ceremony_id = 1;
+   */
+  ceremonyId?: string;
+
+  /**
+   * RegistrationResponseJSON: what PublicKeyCredential.toJSON() gave.
+   *
+   * @generated from field: google.protobuf.Struct credential = 2;
+   */
+  credential?: StructJson;
+
+  /**
+   * A name to recognise the passkey by, up to 64 characters; empty: "Passkey".
+   *
+   * @generated from field: string name = 3;
+   */
+  name?: string;
+};
+
+/**
+ * Describes the message svc.v1.FinishAddOperatorPasskeyRequest.
+ * Use `create(FinishAddOperatorPasskeyRequestSchema)` to create a new message.
+ */
+export const FinishAddOperatorPasskeyRequestSchema: GenMessage<FinishAddOperatorPasskeyRequest, {jsonType: FinishAddOperatorPasskeyRequestJson}> = /*@__PURE__*/
+  messageDesc(file_svc_v1_dashboard, 66);
+
+/**
+ * Answer of FinishAddOperatorPasskey.
+ *
+ * @generated from message svc.v1.FinishAddOperatorPasskeyResponse
+ */
+export type FinishAddOperatorPasskeyResponse = Message<"svc.v1.FinishAddOperatorPasskeyResponse"> & {
+  /**
+   * The new passkey.
+   *
+   * @generated from field: svc.v1.OperatorPasskeyInfo passkey = 1;
+   */
+  passkey?: OperatorPasskeyInfo | undefined;
+};
+
+/**
+ * Answer of FinishAddOperatorPasskey.
+ *
+ * @generated from message svc.v1.FinishAddOperatorPasskeyResponse
+ */
+export type FinishAddOperatorPasskeyResponseJson = {
+  /**
+   * The new passkey.
+   *
+   * @generated from field: svc.v1.OperatorPasskeyInfo passkey = 1;
+   */
+  passkey?: OperatorPasskeyInfoJson;
+};
+
+/**
+ * Describes the message svc.v1.FinishAddOperatorPasskeyResponse.
+ * Use `create(FinishAddOperatorPasskeyResponseSchema)` to create a new message.
+ */
+export const FinishAddOperatorPasskeyResponseSchema: GenMessage<FinishAddOperatorPasskeyResponse, {jsonType: FinishAddOperatorPasskeyResponseJson}> = /*@__PURE__*/
+  messageDesc(file_svc_v1_dashboard, 67);
+
+/**
+ * Request of RemoveOperatorPasskey.
+ *
+ * @generated from message svc.v1.RemoveOperatorPasskeyRequest
+ */
+export type RemoveOperatorPasskeyRequest = Message<"svc.v1.RemoveOperatorPasskeyRequest"> & {
+  /**
+   * Id of one of the operator's passkeys (OperatorPasskeyInfo.id).
+   *
+   * @generated from field: string passkey_id = 1;
+   */
+  passkeyId: string;
+};
+
+/**
+ * Request of RemoveOperatorPasskey.
+ *
+ * @generated from message svc.v1.RemoveOperatorPasskeyRequest
+ */
+export type RemoveOperatorPasskeyRequestJson = {
+  /**
+   * Id of one of the operator's passkeys (OperatorPasskeyInfo.id).
+   *
+   * @generated from field: string passkey_id = 1;
+   */
+  passkeyId?: string;
+};
+
+/**
+ * Describes the message svc.v1.RemoveOperatorPasskeyRequest.
+ * Use `create(RemoveOperatorPasskeyRequestSchema)` to create a new message.
+ */
+export const RemoveOperatorPasskeyRequestSchema: GenMessage<RemoveOperatorPasskeyRequest, {jsonType: RemoveOperatorPasskeyRequestJson}> = /*@__PURE__*/
+  messageDesc(file_svc_v1_dashboard, 68);
+
+/**
+ * Answer of RemoveOperatorPasskey.
+ *
+ * @generated from message svc.v1.RemoveOperatorPasskeyResponse
+ */
+export type RemoveOperatorPasskeyResponse = Message<"svc.v1.RemoveOperatorPasskeyResponse"> & {
+};
+
+/**
+ * Answer of RemoveOperatorPasskey.
+ *
+ * @generated from message svc.v1.RemoveOperatorPasskeyResponse
+ */
+export type RemoveOperatorPasskeyResponseJson = {
+};
+
+/**
+ * Describes the message svc.v1.RemoveOperatorPasskeyResponse.
+ * Use `create(RemoveOperatorPasskeyResponseSchema)` to create a new message.
+ */
+export const RemoveOperatorPasskeyResponseSchema: GenMessage<RemoveOperatorPasskeyResponse, {jsonType: RemoveOperatorPasskeyResponseJson}> = /*@__PURE__*/
+  messageDesc(file_svc_v1_dashboard, 69);
+
+/**
  * IdentityKeyKind names one of an organisation's two identity keys.
  *
  * @generated from enum svc.v1.IdentityKeyKind
@@ -3707,8 +4112,9 @@ export const MemberStatusSchema: GenEnum<MemberStatus, MemberStatusJson> = /*@__
  * configuration history and members.
  *
  * Every RPC needs a signed-in dashboard session: the session cookie that
- * `POST /dashboard/auth/sign-in` (or the one-time setup link) sets, sent by a
- * page of the platform's own origin. The service refuses:
+ * `POST /dashboard/auth/sign-in` (password), `POST /dashboard/auth/passkey/finish`
+ * (passkey) or the one-time setup link sets, sent by a page of the platform's
+ * own origin. The service refuses:
  * - API, publishable and secret keys (`Authorization` header): permission_denied (403);
  * - a request without a live session (none, expired, idle too long, signed out): unauthenticated (401);
  * - a request whose `Origin` is not the platform's `PUBLIC_URL`, or without the
@@ -3988,6 +4394,56 @@ export const DashboardService: GenService<{
     methodKind: "unary";
     input: typeof RemoveMemberRequestSchema;
     output: typeof RemoveMemberResponseSchema;
+  },
+  /**
+   * ListOperatorPasskeys lists the signed-in operator's own passkeys, the ones
+   * they may sign in to the dashboard with, oldest first.
+   *
+   * @generated from rpc svc.v1.DashboardService.ListOperatorPasskeys
+   */
+  listOperatorPasskeys: {
+    methodKind: "unary";
+    input: typeof ListOperatorPasskeysRequestSchema;
+    output: typeof ListOperatorPasskeysResponseSchema;
+  },
+  /**
+   * BeginAddOperatorPasskey starts adding a passkey to the signed-in
+   * operator's account: options for navigator.credentials.create(), with the
+   * account's passkeys excluded. The relying party is the dashboard's own: its
+   * ID is the host of PUBLIC_URL (failed_precondition, reason
+   * passkeys_unavailable, when that host is an IP address) and the only origin
+   * PUBLIC_URL's. An account holds at most 20 passkeys.
+   *
+   * @generated from rpc svc.v1.DashboardService.BeginAddOperatorPasskey
+   */
+  beginAddOperatorPasskey: {
+    methodKind: "unary";
+    input: typeof BeginAddOperatorPasskeyRequestSchema;
+    output: typeof BeginAddOperatorPasskeyResponseSchema;
+  },
+  /**
+   * FinishAddOperatorPasskey verifies the authenticator's answer and stores the
+   * passkey. The ceremony is single-use, lasts 5 minutes and belongs to the
+   * account that began it; a replayed, tampered, wrong-origin or wrong-RP
+   * answer is refused with unauthenticated and stores nothing.
+   *
+   * @generated from rpc svc.v1.DashboardService.FinishAddOperatorPasskey
+   */
+  finishAddOperatorPasskey: {
+    methodKind: "unary";
+    input: typeof FinishAddOperatorPasskeyRequestSchema;
+    output: typeof FinishAddOperatorPasskeyResponseSchema;
+  },
+  /**
+   * RemoveOperatorPasskey removes one of the signed-in operator's passkeys;
+   * it stops signing in at once.
+   *
+   * @generated from rpc svc.v1.DashboardService.RemoveOperatorPasskey
+   */
+  removeOperatorPasskey: {
+    methodKind: "unary";
+    input: typeof RemoveOperatorPasskeyRequestSchema;
+    output: typeof RemoveOperatorPasskeyResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_svc_v1_dashboard, 0);

@@ -9,6 +9,7 @@ import { renderIdentities, renderIdentity } from "./pages/identities.js";
 import { renderIdentityKeys } from "./pages/identity-keys.js";
 import { renderIdentitySettings } from "./pages/identity-settings.js";
 import { renderMembers } from "./pages/members.js";
+import { renderPasskeys } from "./pages/passkeys.js";
 import { renderSecrets } from "./pages/secrets.js";
 import { renderSetup, renderSignIn } from "./pages/sign-in.js";
 
@@ -28,6 +29,7 @@ const navigation: { path: string; label: string }[] = [
   { path: "/dashboard/secrets", label: "Secrets" },
   { path: "/dashboard/configuration", label: "Configuration" },
   { path: "/dashboard/members", label: "Members" },
+  { path: "/dashboard/passkeys", label: "Your passkeys" },
 ];
 
 const routes: Route[] = [
@@ -44,6 +46,7 @@ const routes: Route[] = [
   { pattern: /^\/dashboard\/secrets$/, title: "Secrets", nav: "/dashboard/secrets", render: renderSecrets },
   { pattern: /^\/dashboard\/configuration$/, title: "Configuration", nav: "/dashboard/configuration", render: renderConfiguration },
   { pattern: /^\/dashboard\/members$/, title: "Members", nav: "/dashboard/members", render: renderMembers },
+  { pattern: /^\/dashboard\/passkeys$/, title: "Your passkeys", nav: "/dashboard/passkeys", render: renderPasskeys },
 ];
 
 const organizationKey = "gatehouse-dashboard-organization";

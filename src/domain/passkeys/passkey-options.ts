@@ -7,7 +7,7 @@ import {
 import type { PasskeyDescriptor } from "../../storage/passkey-store.js";
 import { ceremonyTtlSeconds, userHandleOf } from "./passkey-rules.js";
 
-/** The relying party of an organisation (its identity settings). */
+/** A relying party: an organisation's (its identity settings) or the dashboard's (PUBLIC_URL). */
 export interface RelyingParty {
   rpId: string;
 }
@@ -22,7 +22,8 @@ export interface RelyingParty {
 export async function creationOptions(input: {
   rp: RelyingParty;
   challenge: Uint8Array<ArrayBuffer>;
-  identityId: string;
+  /** The identity's or the operator account's UUID: the user handle the passkey stores. */
+  userId: string;
   userName: string;
   displayName: string;
   exclude: PasskeyDescriptor[];
@@ -31,7 +32,7 @@ export async function creationOptions(input: {
     // rp.name is what some authenticators show; the RP ID is the one name the user can check.
     rpName: input.rp.rpId,
     rpID: input.rp.rpId,
-    userID: userHandleOf(input.identityId),
+    userID: userHandleOf(input.userId),
     userName: input.userName,
     userDisplayName: input.displayName,
     challenge: input.challenge,

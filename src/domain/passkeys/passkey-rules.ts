@@ -160,16 +160,17 @@ export function readAuthenticationCredential(raw: unknown, field: string, violat
 }
 
 /**
- * The WebAuthn user handle of an identity: the UTF-8 bytes of its UUID.
- * WebAuthn 14.6.1: the user handle "MUST NOT contain personally identifying
- * information about the user" (so not the identifier) and is at most 64 bytes.
+ * The WebAuthn user handle of a user (an identity, or an operator's platform
+ * account): the UTF-8 bytes of its UUID. WebAuthn 14.6.1: the user handle
+ * "MUST NOT contain personally identifying information about the user" (so
+ * not the identifier or e-mail address) and is at most 64 bytes.
  */
-export function userHandleOf(identityId: string): Uint8Array<ArrayBuffer> {
-  return new Uint8Array(Buffer.from(identityId, "utf8"));
+export function userHandleOf(userId: string): Uint8Array<ArrayBuffer> {
+  return new Uint8Array(Buffer.from(userId, "utf8"));
 }
 
-/** The identity id a user handle (base64url) names, or null when it names none. */
-export function identityIdOfUserHandle(userHandle: string): string | null {
+/** The user id (identity or account UUID) a user handle (base64url) names, or null when it names none. */
+export function userIdOfUserHandle(userHandle: string): string | null {
   const text = Buffer.from(userHandle, "base64url").toString("utf8");
   return uuidShape.test(text) ? text : null;
 }

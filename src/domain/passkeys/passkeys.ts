@@ -12,7 +12,7 @@ import { decoyCredentials } from "./decoy-credentials.js";
 import { creationOptions, requestOptions } from "./passkey-options.js";
 import {
   ceremonyTtlSeconds,
-  identityIdOfUserHandle,
+  userIdOfUserHandle,
   maxPasskeysPerIdentity,
   readAuthenticationCredential,
   readCeremonyId,
@@ -21,6 +21,7 @@ import {
   readRegistrationCredential,
 } from "./passkey-rules.js";
 import {
+  refusalMessages,
   verifyPasskeyAssertion,
   verifyPasskeyRegistration,
   type RefusalReason,
@@ -73,15 +74,6 @@ function assertValid(violations: Violation[]): void {
 function refused(reason: RefusalReason | string, message: string): DomainError {
   return new DomainError("unauthenticated", reason, message);
 }
-
-const refusalMessages: Record<RefusalReason, string> = {
-  passkey_challenge_mismatch: "the passkey response does not answer this ceremony's challenge",
-  passkey_origin_mismatch: "the passkey response comes from an origin this organisation does not allow",
-  passkey_rp_id_mismatch: "the passkey response is for another relying party",
-  passkey_counter_regression: "the passkey's signature counter went backwards; the authenticator may have been cloned",
-  passkey_user_not_verified: "the authenticator did not verify the user",
-  passkey_verification_failed: "the passkey response does not verify",
-};
 
 /**
  * WebAuthn ceremonies of CONTRACT.md "Identity API": registration of a new
@@ -193,7 +185,7 @@ export function createPasskeys(deps: PasskeysDeps) {
       const options = await creationOptions({
         rp: settings,
         challenge: challenge(),
-        identityId,
+        userId: identityId,
         userName: identifier,
         displayName: displayName ?? identifier,
         exclude: [],
@@ -282,7 +274,7 @@ export function createPasskeys(deps: PasskeysDeps) {
       const notTheirs = () => refused("passkey_not_allowed", "this passkey does not belong to the identity signing in");
       if (ceremony.identifier !== null && passkey.identityId !== ceremony.identityId) throw notTheirs();
       // WebAuthn 7.2 step 6: the user handle, when given, must name the passkey's owner.
-      if (response.response.userHandle !== undefined && identityIdOfUserHandle(response.response.userHandle) !== passkey.identityId) {
+      if (response.response.userHandle !== undefined && userIdOfUserHandle(response.response.userHandle) !== passkey.identityId) {
         throw notTheirs();
       }
       const verdict = await verifyPasskeyAssertion(
@@ -318,7 +310,7 @@ export function createPasskeys(deps: PasskeysDeps) {
       const options = await creationOptions({
         rp: settings,
         challenge: challenge(),
-        identityId,
+        userId: identityId,
         userName: identity.identifier,
         displayName: identity.identifier,
         exclude: existing,

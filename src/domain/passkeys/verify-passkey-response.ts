@@ -14,6 +14,16 @@ export type RefusalReason =
   | "passkey_user_not_verified"
   | "passkey_verification_failed";
 
+/** What the client is told for each reason (the detail goes only to the operator's log). */
+export const refusalMessages: Record<RefusalReason, string> = {
+  passkey_challenge_mismatch: "the passkey response does not answer this ceremony's challenge",
+  passkey_origin_mismatch: "the passkey response comes from an origin this relying party does not allow",
+  passkey_rp_id_mismatch: "the passkey response is for another relying party",
+  passkey_counter_regression: "the passkey's signature counter went backwards; the authenticator may have been cloned",
+  passkey_user_not_verified: "the authenticator did not verify the user",
+  passkey_verification_failed: "the passkey response does not verify",
+};
+
 /** A negative verdict is a value: the caller decides how to refuse. */
 export type Verdict<T> = { ok: true; value: T } | { ok: false; reason: RefusalReason; detail: string };
 

@@ -1,6 +1,8 @@
+import { browserSupportsWebAuthn, startAuthentication, type PublicKeyCredentialRequestOptionsJSON } from "@simplewebauthn/browser";
 import { postAuth } from "../client.js";
-import { field, h, input, replace, statusRegion } from "../dom.js";
+import { button, field, h, input, replace, statusRegion } from "../dom.js";
 import { clearErrors, showProblem } from "../forms.js";
+import { passkeyPromptProblem } from "./passkeys.js";
 
 function standalone(title: string, ...content: (Node | null)[]): HTMLElement {
   return h(
@@ -12,7 +14,11 @@ function standalone(title: string, ...content: (Node | null)[]): HTMLElement {
   );
 }
 
-/** Password sign-in of an operator. */
+/**
+ * Sign-in of an operator: by password, or by a passkey added under "Your
+ * passkeys" (no e-mail needed: the passkey names its account; if one was typed,
+ * only that account's passkey is accepted).
+ */
 export function renderSignIn(root: HTMLElement, options: { notice: string | null; onSignedIn(): void }): void {
   const status = statusRegion();
   const email = field("E-mail address", input({ type: "email", autocomplete: "username", required: true }), { name: "email" });
@@ -35,12 +41,50 @@ export function renderSignIn(root: HTMLElement, options: { notice: string | null
       submit.disabled = false;
     }
   });
+  const passkeyStatus = statusRegion();
+  const passkeyButton = button("Sign in with a passkey", async () => {
+    clearErrors(fields);
+    passkeyButton.disabled = true;
+    passkeyStatus.show("Waiting for your passkey…");
+    try {
+      const begun = await postAuth<{ options: PublicKeyCredentialRequestOptionsJSON }>("passkey/begin", { email: email.control.value });
+      let credential: unknown;
+      try {
+        credential = await startAuthentication({ optionsJSON: begun.options });
+      } catch (error) {
+        passkeyStatus.show(passkeyPromptProblem(error), "error");
+        return;
+      }
+      passkeyStatus.show("Signing in…");
+      await postAuth("passkey/finish", { credential });
+      options.onSignedIn();
+    } catch (error) {
+      showProblem(error, fields, passkeyStatus);
+    } finally {
+      passkeyButton.disabled = false;
+    }
+  });
+  const passkeySection = browserSupportsWebAuthn()
+    ? h(
+        "section",
+        { class: "sign-in-alternative", "aria-labelledby": "passkey-sign-in-title" },
+        h("h2", { id: "passkey-sign-in-title" }, "Or use a passkey"),
+        h(
+          "p",
+          { class: "field-hint" },
+          'Passkeys you added under "Your passkeys" sign you in without a password. If you typed your e-mail address above, only that account\'s passkey is accepted.',
+        ),
+        passkeyButton,
+        passkeyStatus.element,
+      )
+    : null;
   replace(
     root,
     standalone(
       "Sign in to the dashboard",
       options.notice ? h("p", { class: "status status-info", role: "status" }, options.notice) : null,
       form,
+      passkeySection,
     ),
   );
   email.control.focus();
