@@ -1,6 +1,7 @@
 import { empty, sqltag as sql } from "@prisma/client/runtime/client";
 import type { Database, Db, Tx } from "./database.js";
 import { uniquely } from "./errors.js";
+import { parseStringArray } from "./passkey-store.js";
 import type { OrganizationKeyKind, Role } from "./tenancy-store.js";
 
 /** A person's platform account, as sign-in and the session check need it. */
@@ -256,16 +257,7 @@ const memberSelect = {
 type OperatorPasskeyRow = Omit<OperatorPasskeyRecord, "counter" | "transports"> & { counter: bigint | number; transports: string };
 
 function toOperatorPasskey(row: OperatorPasskeyRow): OperatorPasskeyRecord {
-  return { ...row, publicKey: new Uint8Array(row.publicKey), counter: Number(row.counter), transports: parseStrings(row.transports) };
-}
-
-function parseStrings(text: string): string[] {
-  try {
-    const value: unknown = JSON.parse(text);
-    return Array.isArray(value) ? value.filter((t): t is string => typeof t === "string") : [];
-  } catch {
-    return [];
-  }
+  return { ...row, publicKey: new Uint8Array(row.publicKey), counter: Number(row.counter), transports: parseStringArray(row.transports) };
 }
 
 function toChallenge(row: Omit<OperatorChallengeRecord, "kind"> & { kind: string }): OperatorChallengeRecord {
@@ -559,7 +551,7 @@ export function createDashboardStore(db: Db | Tx, provider?: Database["provider"
         name: row.name,
         environment,
         version: Number(row.version),
-        tags: parseStrings(row.tags),
+        tags: parseStringArray(row.tags),
         updatedAt: asDate(row.updatedAt),
       }));
     },

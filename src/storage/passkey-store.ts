@@ -104,11 +104,12 @@ function toPasskey(row: PasskeyRow): PasskeyRecord {
     ...row,
     publicKey: new Uint8Array(row.publicKey),
     counter: Number(row.counter),
-    transports: parseTransports(row.transports),
+    transports: parseStringArray(row.transports),
   };
 }
 
-function parseTransports(text: string): string[] {
+/** A JSON array of strings as stored (transports, tags); anything unreadable counts as none. */
+export function parseStringArray(text: string): string[] {
   try {
     const value: unknown = JSON.parse(text);
     return Array.isArray(value) ? value.filter((t): t is string => typeof t === "string") : [];
@@ -166,7 +167,7 @@ export function createPasskeyStore(db: Db | Tx): PasskeyStore {
         ORDER BY p."createdAt" ASC, p."id" ASC`;
       const identityId = rows[0]?.identityId ?? null;
       const passkeys = rows.flatMap((row) =>
-        row.passkeyId === null ? [] : [{ id: row.passkeyId, transports: parseTransports(row.transports ?? "[]") }],
+        row.passkeyId === null ? [] : [{ id: row.passkeyId, transports: parseStringArray(row.transports ?? "[]") }],
       );
       return { identityId, passkeys };
     },
