@@ -218,40 +218,49 @@ export function createIdentityStore(db: Db | Tx): IdentityStore {
       return row?.hash ?? null;
     },
     async findLoginContext(organizationId, identifier, failures) {
+      // One row per recent failure (the `threshold` newest at most), or one
+      // row when there is none, each with the settings, the identity and its
+      // hash. A LIMITed join reads the failures once, where a count and an
+      // OFFSET subquery read them twice and return two more values to map.
       const rows = await db.$queryRaw<
         (NullableSettingsRow & {
           settingsOrganizationId: string | null;
           identityId: string | null;
           hash: string | null;
-          recentFailures: number | bigint;
-          thresholdFailureAt: Date | string | null;
+          failedAt: Date | string | null;
         })[]
       >`
         SELECT s."organizationId" AS "settingsOrganizationId",
                s."passkeys", s."magicLinks", s."password", s."rpId", s."origins", s."sessionTtlSeconds", s."magicLinkTtlSeconds",
                s."lockoutThreshold", s."lockoutWindowSeconds", s."ipLimitPerMinute", s."magicLinkLimitPerHour", s."updatedAt",
-               i."id" AS "identityId", p."hash" AS "hash",
-               (SELECT COUNT(*) FROM (
-                  SELECT 1 AS "one" FROM "LoginFailure" f
-                  WHERE f."organizationId" = ${organizationId} AND f."identifier" = ${failures.identifierHash} AND f."createdAt" >= ${failures.since}
-                  LIMIT ${failures.threshold}) AS "recent") AS "recentFailures",
-               (SELECT f."createdAt" FROM "LoginFailure" f
-                  WHERE f."organizationId" = ${organizationId} AND f."identifier" = ${failures.identifierHash} AND f."createdAt" >= ${failures.since}
-                  ORDER BY f."createdAt" DESC LIMIT 1 OFFSET ${failures.threshold - 1}) AS "thresholdFailureAt"
+               i."id" AS "identityId", p."hash" AS "hash", f."createdAt" AS "failedAt"
         FROM (SELECT 1 AS "anchor") AS "anchor"
         LEFT JOIN "IdentitySettings" s ON s."organizationId" = ${organizationId}
         LEFT JOIN "Identity" i ON i."organizationId" = ${organizationId} AND i."identifier" = ${identifier}
-        LEFT JOIN "PasswordCredential" p ON p."identityId" = i."id" AND p."organizationId" = i."organizationId"`;
+        LEFT JOIN "PasswordCredential" p ON p."identityId" = i."id" AND p."organizationId" = i."organizationId"
+        LEFT JOIN (
+          SELECT "createdAt" FROM "LoginFailure"
+          WHERE "organizationId" = ${organizationId} AND "identifier" = ${failures.identifierHash} AND "createdAt" >= ${failures.since}
+          ORDER BY "createdAt" DESC LIMIT ${failures.threshold}) AS f ON 1 = 1`;
       const row = rows[0];
       if (!row) return { settings: null, identityId: null, hash: null, recentFailures: 0, thresholdFailureAt: null };
-      const { settingsOrganizationId, identityId, hash, recentFailures, thresholdFailureAt, ...settings } = row;
+      const { settingsOrganizationId, identityId, hash, failedAt: _failedAt, ...settings } = row;
+      let recentFailures = 0;
+      let oldest: number | null = null;
+      for (const { failedAt } of rows) {
+        if (failedAt === null) continue;
+        recentFailures++;
+        // SQLite may hand a derived table's column back as the stored text.
+        const at = (failedAt instanceof Date ? failedAt : new Date(failedAt)).getTime();
+        if (oldest === null || at < oldest) oldest = at;
+      }
       return {
         settings: settingsOrganizationId === null ? null : toSettings(settings as SettingsRow),
         identityId,
         hash,
-        recentFailures: Number(recentFailures),
-        // A subquery's value has no declared column type: SQLite hands back the stored text.
-        thresholdFailureAt: thresholdFailureAt === null ? null : new Date(thresholdFailureAt),
+        recentFailures,
+        // The rows are the `threshold` newest failures: with that many, the oldest of them is the threshold-th.
+        thresholdFailureAt: recentFailures >= failures.threshold && oldest !== null ? new Date(oldest) : null,
       };
     },
     async savePasswordHash(organizationId, identityId, hash, at) {

@@ -1,6 +1,7 @@
-import { hash, parseOptions, verify, type Algorithm, type Options } from "@node-rs/argon2";
+import { parseOptions, type Algorithm, type Options } from "@node-rs/argon2";
 import { randomBytes } from "node:crypto";
 import { availableParallelism } from "node:os";
+import { hashingThreads } from "./hashing-threads.js";
 import { normalizePassword } from "./password-policy.js";
 
 /** argon2id parameters (m in KiB, t iterations, p lanes). */
@@ -38,30 +39,44 @@ export interface PasswordHasher {
 }
 
 /**
- * argon2id through @node-rs/argon2, whose work runs on the libuv thread pool,
- * never on the event loop. At most one hash per core runs at a time: the rest
- * wait in a queue, which keeps a core's worth of time for the event loop and
- * the pool's threads for other work.
+ * How many hashes run at once by default: one per core, so hashing alone can
+ * keep every core busy. Fewer leaves cores idle while logins queue; more only
+ * adds threads that take turns on the same cores, each hash finishing later.
+ */
+export function defaultHashingConcurrency(): number {
+  return Math.max(1, availableParallelism());
+}
+
+/**
+ * argon2id through @node-rs/argon2 on the process's hashing threads (see
+ * hashing-threads.ts), never on the event loop and at a lower CPU priority
+ * than it. The process runs `concurrency` hashes at once (default: one per
+ * core; the largest that any of its hashers asks for); the rest wait, in
+ * arrival order.
  */
 export function createPasswordHasher(options: { parameters?: Argon2Parameters; concurrency?: number } = {}): PasswordHasher {
   const parameters = options.parameters ?? owaspArgon2id;
   const argonOptions: Options = { algorithm: argon2id, ...parameters };
-  const limit = createLimiter(options.concurrency ?? Math.max(1, availableParallelism()));
+  hashingThreads.reserve(options.concurrency ?? defaultHashingConcurrency());
+  const hash = async (password: string) => (await hashingThreads.run({ kind: "hash", password, options: argonOptions })) as string;
   let dummy: Promise<string> | undefined;
 
   const dummyHash = () => {
-    dummy ??= limit(() => hash(randomBytes(32).toString("base64url"), argonOptions));
+    dummy ??= hash(randomBytes(32).toString("base64url")).catch((error: unknown) => {
+      dummy = undefined;
+      throw error;
+    });
     return dummy;
   };
 
   return {
     parameters,
-    hash: (password) => limit(() => hash(normalizePassword(password), argonOptions)),
+    hash: (password) => hash(normalizePassword(password)),
     async verify(stored, password) {
       const target = stored ?? (await dummyHash());
       let ok = false;
       try {
-        ok = await limit(() => verify(target, normalizePassword(password)));
+        ok = (await hashingThreads.run({ kind: "verify", stored: target, password: normalizePassword(password) })) === true;
       } catch {
         // A stored value that is not a PHC string never matches.
         ok = false;
@@ -83,21 +98,4 @@ function matchesParameters(stored: string, parameters: Argon2Parameters): boolea
   } catch {
     return false;
   }
-}
-
-/** A counting semaphore: runs at most `size` tasks at once, the rest in arrival order. */
-function createLimiter(size: number) {
-  let running = 0;
-  const waiting: (() => void)[] = [];
-  return async function run<T>(task: () => Promise<T>): Promise<T> {
-    if (running >= size) await new Promise<void>((resolve) => waiting.push(resolve));
-    else running++;
-    try {
-      return await task();
-    } finally {
-      const next = waiting.shift();
-      if (next) next();
-      else running--;
-    }
-  };
 }

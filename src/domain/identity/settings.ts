@@ -41,14 +41,21 @@ export const defaultSettings = {
 
 /** Resolves the stored row (or its absence) against the defaults. */
 export function effectiveSettings(stored: IdentitySettingsRecord | null, publicUrl: string): IdentitySettings {
-  const url = new URL(publicUrl);
-  const defaults = defaultRelyingParty(url);
+  const defaults = defaultRelyingPartyOf(publicUrl);
   return {
     ...defaultSettings,
     ...(stored ? withoutNulls(stored) : {}),
     rpId: stored?.rpId ?? defaults.rpId,
-    origins: stored?.origins ?? defaults.origins,
+    origins: stored?.origins ?? [...defaults.origins],
   };
+}
+
+/** The last PUBLIC_URL parsed: it does not change while a server runs, and every sign-in asks. */
+let parsed: { publicUrl: string; defaults: { rpId: string; origins: readonly string[] } } | undefined;
+
+function defaultRelyingPartyOf(publicUrl: string): { rpId: string; origins: readonly string[] } {
+  if (parsed?.publicUrl !== publicUrl) parsed = { publicUrl, defaults: defaultRelyingParty(new URL(publicUrl)) };
+  return parsed.defaults;
 }
 
 /**
