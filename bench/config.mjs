@@ -11,7 +11,9 @@
 //   - import (strict PUT) of 10,000 routes with their domains, plugins and
 //     rules; export (GET) of the same; peak RSS of the server (VmHWM)
 //   - GET of a 100-route configuration, requests/s, as a ratio of the no-op
-//     RPC (Connect JSON grpc.health.v1.Health/Check) measured in the same run
+//     RPC (Connect JSON grpc.health.v1.Health/Check) measured in the same run,
+//     with the server's CPU per request (steadier than req/s on a busy machine)
+//     and the ratio that CPU alone would give
 //   - PostgreSQL: delay from a PUT response on instance A to the WatchConfig
 //     message on instance B, p50 and p99 over 200 changes
 import { spawn } from "node:child_process";
@@ -124,16 +126,39 @@ async function getOk(server) {
 
 
 
-function requestsPerSecond({ expectStatus = 200, ...options }) {
+/** CPU seconds the server process has used so far (all threads), or null where /proc does not tell. */
+function cpuSeconds(server) {
+  try {
+    const fields = readFileSync(`/proc/${server.child.pid}/stat`, "utf8").split(") ")[1].split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * req/s of one autocannon run, and the server's CPU per request in
+ * microseconds: unlike req/s, the latter hardly depends on what else the
+ * machine is running.
+ */
+function requestsPerSecond(server, { expectStatus = 200, ...options }) {
+  const before = cpuSeconds(server);
   return new Promise((resolve, reject) => {
     autocannon({ connections: 50, pipelining: 1, duration: seconds, ...options }, (error, result) => {
       const unexpected = expectStatus === 200 ? result?.non2xx > 0 : result?.non2xx !== result?.requests.total;
+      const after = cpuSeconds(server);
       if (error) reject(error);
       else if (unexpected || result.errors > 0) reject(new Error(`${options.url}: ${result.non2xx} non-2xx, ${result.errors} errors`));
-      else resolve(result.requests.average);
+      else
+        resolve({
+          rps: result.requests.average,
+          cpuUs: before === null || after === null ? null : ((after - before) * 1e6) / result.requests.total,
+        });
     });
   });
 }
+
+const cpuOf = (run) => (run.cpuUs === null ? "" : `, ${run.cpuUs.toFixed(0)} us CPU/req`);
 
 const fmt = (ms) => `${(ms / 1000).toFixed(2)} s`;
 
@@ -168,18 +193,18 @@ async function importExport(label, env) {
 
     // GET of a 100-route configuration against the no-op RPC, same server, same run.
     await putOk(server, documentOf(100));
-    const noop = await requestsPerSecond({
+    const noop = await requestsPerSecond(server, {
       url: `${server.url}/grpc.health.v1.Health/Check`,
       method: "POST",
       headers: { "content-type": "application/json" },
       body: "{}",
     });
-    const get = await requestsPerSecond({
+    const get = await requestsPerSecond(server, {
       url: `${server.url}/organization/${server.organizationId}/config`,
       headers: { authorization: `Bearer ${server.apiKey}` },
     });
     // Where the time goes: an RPC that authenticates the API key (as GET does) and is then refused without any work of its own.
-    const authOnly = await requestsPerSecond({
+    const authOnly = await requestsPerSecond(server, {
       url: `${server.url}/svc.v1.ConfigService/GetConfigRevision`,
       method: "POST",
       headers: { "content-type": "application/json", authorization: `Bearer ${server.apiKey}` },
@@ -187,11 +212,15 @@ async function importExport(label, env) {
       expectStatus: 400,
     });
     console.log(
-      `  GET of a 100-route configuration: ${get.toFixed(0)} req/s; no-op RPC (Health/Check): ${noop.toFixed(0)} req/s; ratio ${(get / noop).toFixed(2)}   target >= 0.5`,
+      `  GET of a 100-route configuration: ${get.rps.toFixed(0)} req/s${cpuOf(get)}; no-op RPC (Health/Check): ${noop.rps.toFixed(0)} req/s${cpuOf(noop)}; ratio ${(get.rps / noop.rps).toFixed(2)}   target >= 0.5`,
     );
     console.log(
-      `    authentication alone (an authenticated RPC refused right after): ${authOnly.toFixed(0)} req/s, ratio to the no-op ${(authOnly / noop).toFixed(2)}; GET / authentication alone ${(get / authOnly).toFixed(2)}`,
+      `    authentication alone (an authenticated RPC refused right after): ${authOnly.rps.toFixed(0)} req/s${cpuOf(authOnly)}, ratio to the no-op ${(authOnly.rps / noop.rps).toFixed(2)}; GET / authentication alone ${(get.rps / authOnly.rps).toFixed(2)}`,
     );
+    if (get.cpuUs !== null && noop.cpuUs !== null) {
+      // Where the server alone sets the pace (a core of its own), req/s go inversely with CPU per request.
+      console.log(`    CPU-bound projection: GET ${(noop.cpuUs / get.cpuUs).toFixed(2)} x the no-op`);
+    }
   } finally {
     await server.stop();
   }

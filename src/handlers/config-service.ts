@@ -5,7 +5,6 @@ import type { AppDeps } from "../app-deps.js";
 import { createConfigManager } from "../domain/config/config-manager.js";
 import { DomainError } from "../domain/errors.js";
 import { principalKey } from "../interceptors/auth.js";
-import { createChangeFeed } from "../storage/change-feed.js";
 import { createConfigStore, type RevisionSummaryRecord } from "../storage/config-store.js";
 
 /** Change-feed topic of configuration revisions; payload "<organization id> <revision>". */
@@ -13,9 +12,7 @@ const configTopic = "config";
 
 /** svc.v1.ConfigService: gateway configuration import, export, history, rollback and live revisions. */
 export function createConfigService(deps: AppDeps): Partial<ServiceImpl<typeof ConfigService>> {
-  const { database } = deps;
-  const feed = createChangeFeed({ database, config: deps.config.database, logger: deps.logger });
-  deps.onClose(() => feed.close());
+  const { database, changeFeed: feed } = deps;
 
   const manager = createConfigManager({
     clock: deps.clock,
@@ -31,15 +28,10 @@ export function createConfigService(deps: AppDeps): Partial<ServiceImpl<typeof C
       database.provider === "sqlite"
         ? (fn) => database.transaction((tx) => fn(createConfigStore(tx, database.provider)))
         : (fn) => fn(createConfigStore(database.client, database.provider)),
-    exportCache:
-      database.provider === "postgresql"
-        ? { currentRevision: (organizationId) => createConfigStore(database.client, database.provider).currentRevision(organizationId) }
-        : {
-            // SQLite lives in this process: every commit is announced here before its PUT answers.
-            onRevision(listener) {
-              feed.subscribe(configTopic, (event) => listener(event.kind === "gap" ? undefined : event.payload.split(" ")[0]));
-            },
-          },
+    // PostgreSQL: NOTIFY from every instance; SQLite: in-process, before the PUT answers.
+    announcements(listener) {
+      return feed.subscribe(configTopic, (event) => listener(event.kind === "gap" ? undefined : parseAnnouncement(event.payload)));
+    },
     watchRevisions(organizationId, onChange) {
       const prefix = `${organizationId} `;
       return feed.subscribe(configTopic, (event) => {
@@ -47,6 +39,7 @@ export function createConfigService(deps: AppDeps): Partial<ServiceImpl<typeof C
       });
     },
   });
+  deps.onClose(() => manager.close());
 
   return {
     async getConfig(_req, ctx) {
@@ -89,6 +82,13 @@ export function createConfigService(deps: AppDeps): Partial<ServiceImpl<typeof C
       return { result };
     },
   };
+}
+
+/** "<organization id> <revision>"; anything else (undefined) makes the caches start over. */
+function parseAnnouncement(payload: string): { organizationId: string; revision: number } | undefined {
+  const space = payload.lastIndexOf(" ");
+  const revision = Number(payload.slice(space + 1));
+  return space > 0 && Number.isSafeInteger(revision) ? { organizationId: payload.slice(0, space), revision } : undefined;
 }
 
 function toRevision(record: RevisionSummaryRecord) {

@@ -22,6 +22,13 @@ export type ChangeEvent = { kind: "message"; payload: string } | { kind: "gap" }
 export interface ChangeSubscription {
   /** Resolves once notifications are being received (LISTEN done). */
   ready: Promise<void>;
+  /**
+   * True while every notification of the topic reaches this subscriber: LISTEN
+   * is done and the connection has not been lost since (after a loss, true
+   * again once the gap has been delivered). Caches that trust notifications
+   * consult it.
+   */
+  live(): boolean;
   close(): void;
 }
 
@@ -90,6 +97,7 @@ function createLocalFeed(deps: ChangeFeedDeps, file: string): ChangeFeed {
       mine.add(entry);
       return {
         ready: Promise.resolve(),
+        live: () => !closed && mine.has(entry),
         close() {
           listeners.delete(listener);
           mine.delete(entry);
@@ -121,6 +129,8 @@ function createPostgresFeed(deps: ChangeFeedDeps, url: string): ChangeFeed {
   let client: pg.Client | undefined;
   let connecting: Promise<pg.Client> | undefined;
   let listening = new Set<string>();
+  /** Set when the connection is lost, cleared once subscribers have been told of the gap. */
+  let missed = false;
   let closed = false;
   let retryMs = 100;
   let retryTimer: NodeJS.Timeout | undefined;
@@ -170,6 +180,7 @@ function createPostgresFeed(deps: ChangeFeedDeps, url: string): ChangeFeed {
     if (client !== which) return;
     client = undefined;
     listening = new Set();
+    missed = true;
     if (closed) return;
     deps.logger?.warn({ err: error }, "change feed connection lost; reconnecting");
     scheduleReconnect();
@@ -183,6 +194,7 @@ function createPostgresFeed(deps: ChangeFeedDeps, url: string): ChangeFeed {
         () => {
           // Whatever was notified while we were away is lost: subscribers re-read.
           for (const topic of topics.keys()) dispatch(topic, { kind: "gap" });
+          missed = false;
         },
         (error: unknown) => {
           deps.logger?.warn({ err: error }, "change feed could not reconnect; retrying");
@@ -224,9 +236,12 @@ function createPostgresFeed(deps: ChangeFeedDeps, url: string): ChangeFeed {
       const ready = listen(topic);
       // A failed first LISTEN is reported through `ready`; keep retrying in the background.
       ready.catch(() => scheduleReconnect());
+      let open = true;
       return {
         ready,
+        live: () => open && !closed && !missed && client !== undefined && listening.has(topic),
         close() {
+          open = false;
           listeners.delete(listener);
         },
       };

@@ -89,7 +89,7 @@ export function createConfigStore(db: Db | Tx, provider: Provider): ConfigStore 
       for (const [kind, names] of byKind) {
         for (let i = 0; i < names.length; i += chunkSize) {
           const chunk = names.slice(i, i + chunkSize);
-          const marks = placeholders(provider, 3, chunk.length, 1).join(", ");
+          const marks = placeholders(provider, 3, chunk.length, 1);
           await db.$executeRawUnsafe(
             `DELETE FROM "ConfigResource" WHERE "organizationId" = ${mark(provider, 1)} AND "kind" = ${mark(provider, 2)} AND "name" IN (${marks})`,
             organizationId,
@@ -103,7 +103,7 @@ export function createConfigStore(db: Db | Tx, provider: Provider): ConfigStore 
       const timestamp = provider === "postgresql" ? at.toISOString() : sqliteTimestamp(at);
       for (let i = 0; i < insert.length; i += chunkSize) {
         const chunk = insert.slice(i, i + chunkSize);
-        const rows = placeholders(provider, 3, chunk.length, 3).join(", ");
+        const rows = placeholders(provider, 3, chunk.length, 3);
         const params: unknown[] = [organizationId, timestamp];
         for (const r of chunk) params.push(r.kind, r.name, r.spec);
         await db.$executeRawUnsafe(
@@ -189,16 +189,30 @@ function mark(provider: Provider, n: number): string {
   return provider === "postgresql" ? `$${n}` : "?";
 }
 
-/** `count` groups of `width` parameters, numbered from `first`: ["(?, ?)", ...] or ["($3, $4)", ...]; width 1 gives bare marks. */
-function placeholders(provider: Provider, first: number, count: number, width: number): string[] {
-  const out: string[] = [];
-  let n = first;
-  for (let i = 0; i < count; i++) {
-    const group: string[] = [];
-    for (let j = 0; j < width; j++) group.push(mark(provider, n++));
-    out.push(width === 1 ? (group[0] as string) : `(${group.join(", ")})`);
+/** Placeholder lists already built: every full chunk of an import uses the same one. */
+const placeholderLists = new Map<string, string>();
+
+/**
+ * `count` groups of `width` parameters, numbered from `first`, joined with
+ * ", ": "(?, ?), (?, ?)" or "($3, $4), ($5, $6)"; width 1 gives bare marks.
+ */
+function placeholders(provider: Provider, first: number, count: number, width: number): string {
+  const key = `${provider} ${first} ${count} ${width}`;
+  let list = placeholderLists.get(key);
+  if (list === undefined) {
+    const out: string[] = [];
+    let n = first;
+    for (let i = 0; i < count; i++) {
+      const group: string[] = [];
+      for (let j = 0; j < width; j++) group.push(mark(provider, n++));
+      out.push(width === 1 ? (group[0] as string) : `(${group.join(", ")})`);
+    }
+    list = out.join(", ");
+    // Bounded: chunk sizes repeat, only the last chunk of an import varies.
+    if (placeholderLists.size >= 64) placeholderLists.clear();
+    placeholderLists.set(key, list);
   }
-  return out;
+  return list;
 }
 
 /** A time as Prisma writes DateTime columns on SQLite (ISO 8601 with an explicit +00:00), so that it reads them back. */

@@ -31,10 +31,12 @@ export function checkName(value: string): string | undefined {
 }
 
 const labelPattern = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+/** Dot-separated labels of labelPattern, tested in one pass (no array of labels per hostname). */
+const hostnamePattern = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
 
 /** A DNS hostname (RFC 1123): lower-case letters, digits and hyphens, dot-separated. */
 export function checkHostname(value: string): string | undefined {
-  if (value.length > 0 && value.length <= 253 && value.split(".").every((label) => labelPattern.test(label))) return undefined;
+  if (value.length > 0 && value.length <= 253 && hostnamePattern.test(value)) return undefined;
   const shown = describeValue(value);
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(value) || value.includes("/") || value.includes(":")) {
     return `${shown} is not a hostname: write the host only, without scheme, port or path (e.g. "api.example.com")`;
@@ -50,6 +52,8 @@ export function checkHostname(value: string): string | undefined {
 
 // RFC 3986 pchar: unreserved / pct-encoded / sub-delims / ":" / "@" ("*" has a meaning of its own here).
 const pathCharacters = /^[A-Za-z0-9\-._~!$&'()+,;=:@/%]*$/;
+/** A "." or ".." segment. */
+const dotSegment = /(?:^|\/)\.\.?(?:\/|$)/;
 
 /** A route path: exact, or a prefix when it ends in "/*". With `prefixOnly`, a rule's path_prefix (no "*"). */
 export function checkPath(value: string, options: { wildcard: boolean }): string | undefined {
@@ -67,7 +71,7 @@ export function checkPath(value: string, options: { wildcard: boolean }): string
     return `${describeValue(value)} has characters a URL path cannot hold: percent-encode them (RFC 3986), e.g. a space as %20`;
   }
   if (/%(?![0-9A-Fa-f]{2})/.test(base)) return 'a "%" must start a percent-encoded byte such as %20';
-  if (base.split("/").some((segment) => segment === "." || segment === "..")) {
+  if (dotSegment.test(base)) {
     return 'a path cannot hold "." or ".." segments';
   }
   return undefined;

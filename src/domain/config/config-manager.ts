@@ -16,12 +16,14 @@ export interface ConfigManagerDeps {
   clock: Clock;
   /** Largest document accepted, in bytes (UTF-8). */
   maxDocumentBytes: number;
-  /** How cached exports are kept current (see createExportCache). */
-  exportCache: {
-    /** Checks each hit against the database (any number of instances). */
-    currentRevision?: (organizationId: string) => Promise<number | null>;
-    /** Or: every committed revision of any organisation is announced here (undefined: forget everything). */
-    onRevision?: (listener: (organizationId: string | undefined) => void) => void;
+  /**
+   * Every committed revision of any organisation, as the change feed announces
+   * it to this process (undefined: some may have been missed). `live()` is true
+   * while announcements are being received; exports are cached only then.
+   */
+  announcements(listener: (announced: { organizationId: string; revision: number } | undefined) => void): {
+    live(): boolean;
+    close(): void;
   };
 }
 
@@ -56,6 +58,8 @@ const defaultPageSize = 20;
 const maxPageSize = 100;
 /** Cached exports, in characters (a 10,000-route document is about 2 million). */
 const exportCacheCharacters = 32 * 1024 * 1024;
+/** How long a cached export is trusted on announcements alone before one request checks the database (see createExportCache). */
+const exportRecheckMs = 1_000;
 /** Revisions read per query while a watcher catches up (each holds a whole document). */
 const catchUpBatch = 8;
 
@@ -67,9 +71,15 @@ export function createConfigManager(deps: ConfigManagerDeps) {
   const emptyYaml = renderConfigDocument([]);
   const cache = createExportCache({
     maxCharacters: exportCacheCharacters,
-    ...(deps.exportCache.currentRevision ? { currentRevision: deps.exportCache.currentRevision } : {}),
+    recheckMs: exportRecheckMs,
+    announced: () => announcements.live(),
+    now: () => deps.clock().getTime(),
+    currentRevision: (organizationId) => deps.read((store) => store.currentRevision(organizationId)),
   });
-  deps.exportCache.onRevision?.((organizationId) => cache.invalidate(organizationId));
+  const announcements = deps.announcements((announced) => {
+    if (announced) cache.announce(announced.organizationId, announced.revision);
+    else cache.forget();
+  });
 
   async function applyDocument(
     organizationId: string,
@@ -108,8 +118,8 @@ export function createConfigManager(deps: ConfigManagerDeps) {
       announce(organizationId, revision);
       return { revision, applied: true, ...summary };
     });
-    // Committed: this instance's next export must show it.
-    if (result.applied) cache.invalidate(organizationId);
+    // Committed: this instance's next export must show it, whenever the announcement arrives.
+    if (result.applied) cache.forget(organizationId);
     return result;
   }
 
@@ -118,6 +128,12 @@ export function createConfigManager(deps: ConfigManagerDeps) {
   }
 
   return {
+    /** Stops listening to announcements. */
+    close(): void {
+      announcements.close();
+      cache.forget();
+    },
+
     /** The whole configuration, as the latest revision recorded it (revision 0: empty). */
     async export(organizationId: string): Promise<ExportedConfig> {
       return cache.get(organizationId, async () => {

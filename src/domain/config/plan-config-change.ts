@@ -40,43 +40,43 @@ export function planConfigChange(existing: readonly CanonicalResource[], documen
     const deleted: string[] = [];
     const resulting: CanonicalResource[] = [];
     const inDocument = new Set<string>();
+    // The document's resources are used as they are (they are canonical resources already): no copy per resource.
     for (const resource of document[kind]) {
       inDocument.add(resource.name);
-      const canonical: CanonicalResource = { kind, name: resource.name, spec: resource.spec, value: resource.value };
-      resulting.push(canonical);
+      resulting.push(resource);
       const old = before.get(resource.name);
       if (!old) {
         created.push(resource.name);
-        plan.insert.push(canonical);
+        plan.insert.push(resource);
       } else if (old.spec !== resource.spec) {
         updated.push(resource.name);
-        plan.remove.push({ kind, name: resource.name });
-        plan.insert.push(canonical);
+        plan.remove.push(old);
+        plan.insert.push(resource);
       } else {
         plan.unchanged++;
       }
     }
-    for (const [name, resource] of before) {
-      if (inDocument.has(name)) continue;
+    before.forEach((resource, name) => {
+      if (inDocument.has(name)) return;
       if (strict) {
         deleted.push(name);
-        plan.remove.push({ kind, name });
+        plan.remove.push(resource);
       } else {
         resulting.push(resource);
       }
-    }
+    });
     // Names are ASCII, so the default (UTF-16 code unit) order is byte order.
-    for (const [names, into] of [
-      [created, plan.created],
-      [updated, plan.updated],
-      [deleted, plan.deleted],
-    ] as const) {
-      for (const name of names.sort()) into.push(resourceKey(kind, name));
-    }
+    addKeys(plan.created, kind, created.sort());
+    addKeys(plan.updated, kind, updated.sort());
+    addKeys(plan.deleted, kind, deleted.sort());
     resulting.sort(byName);
-    for (const resource of resulting) plan.resulting.push(resource);
+    for (let i = 0; i < resulting.length; i++) plan.resulting.push(resulting[i] as CanonicalResource);
   }
   return plan;
+}
+
+function addKeys(into: string[], kind: ResourceKind, names: readonly string[]): void {
+  for (let i = 0; i < names.length; i++) into.push(resourceKey(kind, names[i] as string));
 }
 
 function byName(a: { name: string }, b: { name: string }): number {
@@ -117,15 +117,22 @@ export function checkReferences(document: ValidatedDocument, resulting: readonly
   const violations: PathViolation[] = [];
   for (const route of document.routes) {
     const value = route.value as RouteResource;
-    for (const [field, kind, word] of referenced) {
-      (value[field] ?? []).forEach((name, i) => {
-        if (names[kind].has(name)) return;
+    for (let r = 0; r < referenced.length; r++) {
+      const reference = referenced[r] as (typeof referenced)[number];
+      const field = reference[0];
+      const kind = reference[1];
+      const word = reference[2];
+      const list = value[field];
+      if (!list) continue;
+      for (let i = 0; i < list.length; i++) {
+        const name = list[i] as string;
+        if (names[kind].has(name)) continue;
         violations.push({
           path: ["routes", route.index, field, i],
           description: `${word} "${name}" does not exist: ${hintFor(kind, word)}`,
           at: "value",
         });
-      });
+      }
     }
   }
   return violations;

@@ -55,6 +55,7 @@ export function validateConfigDocument(value: unknown): { document: ValidatedDoc
     return { document, violations: violations.items };
   }
   const root = value as Record<string, unknown>;
+  const checks = memoizedChecks();
   for (const key of Object.keys(root)) {
     if (key !== "version" && !(resourceKinds as readonly string[]).includes(key)) {
       violations.add([key], `unknown key "${key}": a version 1 document has version, domains, plugins, rules and routes`, "key");
@@ -74,7 +75,7 @@ export function validateConfigDocument(value: unknown): { document: ValidatedDoc
     list.forEach((item, index) => {
       const path: PathSegment[] = [kind, index];
       const before = violations.items.length;
-      const resource = readResource(kind, item, path, violations);
+      const resource = readResource(kind, item, path, violations, checks);
       // A duplicate is reported even when the resource has other problems.
       const name = resource?.name ?? validNameOf(kind, item);
       if (name === undefined) return;
@@ -98,7 +99,32 @@ function validNameOf(kind: ResourceKind, item: unknown): string | undefined {
   return (kind === "domains" ? checkHostname(name) : checkName(name)) === undefined ? name : undefined;
 }
 
-function readResource(kind: ResourceKind, item: unknown, path: PathSegment[], violations: PathViolations): Resource | undefined {
+/**
+ * Checks whose answers are kept for the rest of one document: large documents
+ * repeat a few upstreams thousands of times, and parsing each as a URL again
+ * is most of what reading a route costs.
+ */
+function memoizedChecks() {
+  const upstreams = new Map<string, string | undefined>();
+  return {
+    upstream(value: string): string | undefined {
+      if (upstreams.has(value)) return upstreams.get(value);
+      const problem = checkUpstream(value);
+      if (upstreams.size < 1_000) upstreams.set(value, problem);
+      return problem;
+    },
+  };
+}
+
+type DocumentChecks = ReturnType<typeof memoizedChecks>;
+
+function readResource(
+  kind: ResourceKind,
+  item: unknown,
+  path: PathSegment[],
+  violations: PathViolations,
+  checks: DocumentChecks,
+): Resource | undefined {
   if (item === null || typeof item !== "object" || Array.isArray(item)) {
     violations.add(path, `each ${singular[kind]} is a mapping with a name (e.g. "- name: ..."), got ${describeValue(item)}`);
     return undefined;
@@ -119,7 +145,7 @@ function readResource(kind: ResourceKind, item: unknown, path: PathSegment[], vi
     case "rules":
       return readRule(name, input, path, violations);
     case "routes":
-      return readRoute(name, input, path, violations);
+      return readRoute(name, input, path, violations, checks);
   }
 }
 
@@ -268,6 +294,7 @@ function readRoute(
   input: Record<string, unknown>,
   path: PathSegment[],
   violations: PathViolations,
+  checks: DocumentChecks,
 ): Resource | undefined {
   const before = violations.items.length;
   const domains = readNameList(input.domains, path, "domains", violations, {
@@ -301,7 +328,7 @@ function readRoute(
     "upstream",
     violations,
     'the http or https URL requests are sent to (e.g. "http://127.0.0.1:8081")',
-    checkUpstream,
+    checks.upstream,
   );
   const plugins = readNameList(input.plugins, path, "plugins", violations, {
     what: "plugin names",
@@ -310,16 +337,14 @@ function readRoute(
   });
   const rules = readNameList(input.rules, path, "rules", violations, { what: "rule names", max: listLimits.rules, check: checkName });
   if (name === undefined || routePath === undefined || upstream === undefined || violations.items.length !== before) return undefined;
-  // Canonical order and form: optional lists absent rather than empty.
-  const route: RouteResource = {
-    name,
-    ...(domains ? { domains } : {}),
-    path: routePath,
-    ...(methods ? { methods } : {}),
-    upstream,
-    ...(plugins && plugins.length > 0 ? { plugins } : {}),
-    ...(rules && rules.length > 0 ? { rules } : {}),
-  };
+  // Canonical order and form: optional lists absent rather than empty (assigned in order, no intermediate objects).
+  const route = { name } as RouteResource;
+  if (domains) route.domains = domains;
+  route.path = routePath;
+  if (methods) route.methods = methods;
+  route.upstream = upstream;
+  if (plugins && plugins.length > 0) route.plugins = plugins;
+  if (rules && rules.length > 0) route.rules = rules;
   return route;
 }
 
@@ -343,25 +368,27 @@ function readNameList(
     violations.add([...parent, key], `holds ${raw.length} ${options.what}; at most ${options.max} are allowed`);
     return undefined;
   }
-  const out: string[] = [];
-  const seen = new Map<string, number>();
-  raw.forEach((item, i) => {
+  // Lists are short (at most options.max): a scan finds duplicates without a Map per list.
+  let valid = true;
+  for (let i = 0; i < raw.length; i++) {
+    const item: unknown = raw[i];
     if (typeof item !== "string") {
       violations.add([...parent, key, i], `must be a string, got ${describeValue(item)}`);
-      return;
+      valid = false;
+      continue;
     }
     const problem = options.check(item);
     if (problem) {
       violations.add([...parent, key, i], problem);
-      return;
+      valid = false;
+      continue;
     }
-    const first = seen.get(item);
-    if (first !== undefined) {
+    const first = raw.indexOf(item);
+    if (first !== i) {
       violations.add([...parent, key, i], `"${item}" is listed twice (also at [${first}])`);
-      return;
+      valid = false;
     }
-    seen.set(item, i);
-    out.push(item);
-  });
-  return out;
+  }
+  // The reader's fresh array is the canonical list when every item is fine; the caller only uses it then.
+  return valid ? (raw as string[]) : [];
 }
