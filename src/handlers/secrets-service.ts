@@ -15,23 +15,33 @@ export interface SecretsServiceOptions {
   rsaPool?: RsaDecryptionPoolOptions;
 }
 
+/** Change-feed topic of secrets changes; payload "<organization id> <environment>". */
+const secretsTopic = "secrets";
+
 /** svc.v1.SecretsService: thin mapping between the RPC messages and the secrets domain. */
 export function createSecretsService(
-  deps: Pick<AppDeps, "database" | "clock" | "random" | "keyring" | "onClose">,
+  deps: Pick<AppDeps, "database" | "changeFeed" | "clock" | "random" | "keyring" | "onClose">,
   options: SecretsServiceOptions = {},
 ): Partial<ServiceImpl<typeof SecretsService>> {
   const store = createSecretsStore(deps.database.client);
   const decryptor = createRsaDecryptionPool(options.rsaPool);
   deps.onClose(() => decryptor.close());
+  const feed = deps.changeFeed;
+  const transact = createSecretsTransactor((fn) => feed.transaction(fn));
   const secrets = createSecrets({
     store,
-    transaction: createSecretsTransactor(deps.database),
-    keyrings: createSecretKeyrings({ store, masterKeyring: deps.keyring, random: deps.random }),
+    transaction: (fn) =>
+      transact((tx, notify) => fn(tx, (organizationId, environment) => notify(secretsTopic, `${organizationId} ${environment}`))),
+    // PostgreSQL: NOTIFY from every instance; SQLite: in-process, before the write answers.
+    announcements: (listener) =>
+      feed.subscribe(secretsTopic, (event) => listener(event.kind === "gap" ? undefined : parseChange(event.payload))),
+    keyrings: createSecretKeyrings({ store, masterKeyring: deps.keyring, random: deps.random, now: () => deps.clock().getTime() }),
     decryptor,
     parseClientKey: createClientKeyParser(),
     clock: deps.clock,
     random: deps.random,
   });
+  deps.onClose(() => secrets.close());
 
   const toSecret = (secret: SecretView) => ({
     name: secret.name,
@@ -93,6 +103,12 @@ export function createSecretsService(
       };
     },
   };
+}
+
+/** "<organization id> <environment>"; anything else (undefined) makes the cache start over. */
+function parseChange(payload: string): { organizationId: string; environment: string } | undefined {
+  const space = payload.indexOf(" ");
+  return space > 0 ? { organizationId: payload.slice(0, space), environment: payload.slice(space + 1) } : undefined;
 }
 
 /** The organisation and audit name of the caller; the auth interceptor has already required an admin API key. */

@@ -1,20 +1,21 @@
 import type { SecretAuditRecord } from "../../storage/secrets-store.js";
 
 /**
- * Records retrieve events with group commit: events arriving while a write is in
- * flight are stored together by the next one. Each caller still waits until its
- * own event is committed (no answer without its audit record), but under load
- * many retrieves share one INSERT instead of paying one each.
+ * Records retrieve events with group commit: events recorded in one turn of the
+ * event loop, or while a write is in flight, are stored together by the next
+ * INSERT. Each caller still waits until its own event is committed (no answer
+ * without its audit record, and a failed write fails the retrieves it carried),
+ * but under load many retrieves share one INSERT instead of paying one each.
  */
 export function createAuditWriter(insert: (events: readonly SecretAuditRecord[]) => Promise<void>, maxBatch = 256) {
   let pending: { event: SecretAuditRecord; resolve(): void; reject(error: unknown): void }[] = [];
-  let writing = false;
+  /** A drain is scheduled or running: new events join its next batch. */
+  let draining = false;
 
   async function drain(): Promise<void> {
-    writing = true;
     while (pending.length > 0) {
-      const batch = pending.slice(0, maxBatch);
-      pending = pending.slice(batch.length);
+      const batch = pending.length <= maxBatch ? pending : pending.slice(0, maxBatch);
+      pending = pending.length <= maxBatch ? [] : pending.slice(maxBatch);
       try {
         await insert(batch.map((entry) => entry.event));
         for (const entry of batch) entry.resolve();
@@ -22,13 +23,19 @@ export function createAuditWriter(insert: (events: readonly SecretAuditRecord[])
         for (const entry of batch) entry.reject(error);
       }
     }
-    writing = false;
+    draining = false;
   }
 
   return function record(event: SecretAuditRecord): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       pending.push({ event, resolve, reject });
-      if (!writing) void drain();
+      if (!draining) {
+        draining = true;
+        // After the other requests this turn of the event loop has read: with a
+        // synchronous database (SQLite) an INSERT started at once would finish
+        // before any of them had recorded its event, and batches would be of one.
+        setImmediate(() => void drain());
+      }
     });
   };
 }

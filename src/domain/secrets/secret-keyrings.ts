@@ -25,6 +25,10 @@ export interface SecretKeyringsDeps {
   random: RandomSource;
   /** Organisations whose unwrapped keys stay in memory (least recently used leave first). */
   cacheSize?: number;
+  /** How long unwrapped keys stay in memory before they are read and unwrapped again, in milliseconds. */
+  maxAgeMs?: number;
+  /** Milliseconds since some fixed point (the clock seam); Date.now by default. */
+  now?: () => number;
   /** Key generation seam; RSA-4096 by default. */
   generateRsaKeyPair?: () => Promise<{ publicKey: KeyObject; privateKey: KeyObject }>;
 }
@@ -41,12 +45,20 @@ export function keyIdOf(publicKey: KeyObject): string {
 /**
  * The organisations' secrets keyrings: an RSA-4096 key pair and an AES-256 data
  * key each, created on first use and stored only wrapped by the master key.
- * Unwrapped keys are cached per organisation in a bounded LRU map; a keyring
- * never changes once created, so the cache cannot go stale.
+ *
+ * Unwrapped keys are cached per organisation, as a KMS client caches data keys:
+ * bounded in number (least recently used leave first) and in age (after
+ * maxAgeMs they are read and unwrapped again), so that a request costs no
+ * database read and no unwrapping. A keyring never changes once created (there
+ * is no key rotation), so the cache cannot go stale; were rotation added, it
+ * would have to forget the organisation's entry on every instance, as the
+ * secrets change feed does for stored values.
  */
 export function createSecretKeyrings(deps: SecretKeyringsDeps) {
   const cacheSize = deps.cacheSize ?? 512;
-  const cache = new Map<string, OrganizationKeys>();
+  const maxAgeMs = deps.maxAgeMs ?? 5 * 60_000;
+  const now = deps.now ?? Date.now;
+  const cache = new Map<string, OrganizationKeys & { unwrappedAt: number }>();
   // One load or creation per organisation at a time in this process; across
   // processes the insert on the primary key decides and the loser reads back.
   const inflight = new Map<string, Promise<OrganizationKeys | null>>();
@@ -57,7 +69,7 @@ export function createSecretKeyrings(deps: SecretKeyringsDeps) {
 
   function remember(keys: OrganizationKeys): OrganizationKeys {
     cache.delete(keys.organizationId);
-    cache.set(keys.organizationId, keys);
+    cache.set(keys.organizationId, { ...keys, unwrappedAt: now() });
     while (cache.size > cacheSize) {
       const oldest = cache.keys().next().value;
       if (oldest === undefined) break;
@@ -104,7 +116,12 @@ export function createSecretKeyrings(deps: SecretKeyringsDeps) {
 
   function load(organizationId: string, createIfMissing: boolean): Promise<OrganizationKeys | null> {
     const cached = cache.get(organizationId);
-    if (cached) return Promise.resolve(remember(cached));
+    if (cached && now() - cached.unwrappedAt < maxAgeMs) {
+      cache.delete(organizationId);
+      cache.set(organizationId, cached);
+      return Promise.resolve(cached);
+    }
+    if (cached) cache.delete(organizationId);
     const key = `${organizationId}:${createIfMissing}`;
     let pending = inflight.get(key);
     if (!pending) {

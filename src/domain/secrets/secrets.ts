@@ -10,8 +10,9 @@ import {
 import type { Clock } from "../clock.js";
 import { DomainError, invalidArgument, type Violation } from "../errors.js";
 import { createAuditWriter } from "./audit-writer.js";
+import { createCurrentValuesCache, retrievableSorted, type RetrievableValue } from "./current-values-cache.js";
 import type { createClientKeyParser } from "./client-key.js";
-import { sealForClient, rfc3339, type RetrievalEnvelope, type RetrievedSecret } from "./retrieval-envelope.js";
+import { sealForClient, type RetrievalEnvelope, type RetrievedSecret } from "./retrieval-envelope.js";
 import type { RsaDecryptor } from "./rsa-decryption-pool.js";
 import { decodeSealedValue, openSealedValue, valueText } from "./sealed-value.js";
 import type { SecretKeyrings } from "./secret-keyrings.js";
@@ -48,8 +49,22 @@ export interface PutSecretInput {
 export interface SecretsDeps {
   /** Reads outside a transaction. */
   store: SecretsStore;
-  /** Runs fn with a store bound to one transaction (retried when it lost a race). */
-  transaction<T>(fn: (store: SecretsStore) => Promise<T>): Promise<T>;
+  /**
+   * Runs fn with a store bound to one transaction (retried when it lost a
+   * race); `announce` tells every instance, once the transaction commits, that
+   * an environment's secrets changed.
+   */
+  transaction<T>(fn: (store: SecretsStore, announce: (organizationId: string, environment: string) => void) => Promise<T>): Promise<T>;
+  /**
+   * Every committed change of any organisation's secrets, as the change feed
+   * announces it to this process (undefined: some may have been missed).
+   * `live()` is true while announcements are being received; stored values are
+   * cached only then.
+   */
+  announcements(listener: (changed: { organizationId: string; environment: string } | undefined) => void): {
+    live(): boolean;
+    close(): void;
+  };
   keyrings: SecretKeyrings;
   decryptor: RsaDecryptor;
   parseClientKey: ReturnType<typeof createClientKeyParser>;
@@ -60,6 +75,12 @@ export interface SecretsDeps {
 }
 
 const maxAuditPage = 100;
+/** Stored values kept for retrieves, in bytes of ciphertext (see createCurrentValuesCache). */
+const valuesCacheBytes = 16 * 1024 * 1024;
+/** Secrets an environment may have to be kept (larger ones are read by name, as asked). */
+const valuesCachePerEnvironment = 256;
+/** How long an environment's stored values serve retrieves before they are read again. */
+const valuesCacheTtlMs = 2_000;
 const pruneEvery = 5;
 const defaultAuditPage = 50;
 
@@ -71,6 +92,18 @@ const defaultAuditPage = 50;
 export function createSecrets(deps: SecretsDeps) {
   const keepVersions = Math.max(10, deps.keepVersions ?? 10);
   const recordRetrieve = createAuditWriter((events) => deps.store.insertAuditEvents(events));
+  const values = createCurrentValuesCache({
+    load: (organizationId, environment, limit) => deps.store.listCurrentValues(organizationId, environment, [], { limit }),
+    maxValues: valuesCachePerEnvironment,
+    announced: () => announcements.live(),
+    now: () => deps.clock().getTime(),
+    ttlMs: valuesCacheTtlMs,
+    maxBytes: valuesCacheBytes,
+  });
+  const announcements = deps.announcements((changed) => {
+    if (changed) values.forget(changed.organizationId, changed.environment);
+    else values.forget();
+  });
 
   const view = (secret: SecretRecord): SecretView => ({
     name: secret.name,
@@ -141,8 +174,9 @@ export function createSecrets(deps: SecretsDeps) {
     const keys = await deps.keyrings.obtain(caller.organizationId);
     const now = deps.clock();
     try {
-      const stored = await deps.transaction(async (store) => {
+      const stored = await deps.transaction(async (store, announce) => {
         const place = { organizationId: caller.organizationId, environment: input.environment, name: input.name };
+        announce(caller.organizationId, input.environment);
         let secret = await store.advanceSecret(place, { tags, updatedAt: now });
         if (!secret) {
           // A concurrent creation of the same name makes this insert fail; the transaction is retried.
@@ -164,6 +198,8 @@ export function createSecrets(deps: SecretsDeps) {
         await store.insertAuditEvent(audit(caller, "write", input.environment, [input.name], now));
         return secret;
       });
+      // Committed: this instance's next retrieve must see it, whenever the announcement arrives.
+      values.forget(caller.organizationId, input.environment);
       return view(stored);
     } finally {
       value.fill(0);
@@ -198,7 +234,7 @@ export function createSecrets(deps: SecretsDeps) {
     if (violations.length > 0 || !clientKey) throw invalidArgument(violations);
 
     const keys = await deps.keyrings.find(caller.organizationId);
-    const found = keys ? await deps.store.listCurrentValues(caller.organizationId, input.environment, names) : [];
+    const found = keys ? await currentValues(caller.organizationId, input.environment, names) : [];
     const present = new Set(found.map((s) => s.name));
     const missing = names.filter((name) => !present.has(name));
     if (missing.length > 0) {
@@ -209,17 +245,18 @@ export function createSecrets(deps: SecretsDeps) {
         missing.map((name) => ({ field: `names[${input.names.indexOf(name)}]`, description: `no secret "${name}" in environment "${input.environment}"` })),
       );
     }
-    const selected = found.filter((s) => carriesEvery(s.tags, tags)).sort((a, b) => byteOrder(a.name, b.name));
+    // Sorted by name already (currentValues): the selection keeps that order.
+    const selected = tags.length === 0 ? found : found.filter((s) => carriesEvery(s.tags, tags));
 
     const secrets: RetrievedSecret[] = selected.map((secret) => {
-      const value = openAtRest((keys as NonNullable<typeof keys>).dataKey, secret.ciphertext, secret);
+      const value = openAtRest((keys as NonNullable<typeof keys>).dataKey, secret.ciphertext, secret, secret.associatedData);
       try {
         return {
           name: secret.name,
           environment: secret.environment,
           version: secret.version,
           tags: secret.tags,
-          updated_at: rfc3339(secret.updatedAt),
+          updated_at: secret.updatedAtText,
           value: value.toString("utf8"),
         };
       } finally {
@@ -231,16 +268,30 @@ export function createSecrets(deps: SecretsDeps) {
     return envelope;
   }
 
+  /**
+   * The named secrets of the environment (all of them without names) with their
+   * stored values, sorted by name; from the cache when it holds them.
+   */
+  async function currentValues(organizationId: string, environment: string, names: readonly string[]): Promise<readonly RetrievableValue[]> {
+    const cached = await values.get(organizationId, environment);
+    if (!cached) return retrievableSorted(await deps.store.listCurrentValues(organizationId, environment, names));
+    if (names.length === 0) return cached;
+    const wanted = new Set(names);
+    return cached.filter((value) => wanted.has(value.name));
+  }
+
   async function deleteSecret(caller: SecretsCaller, input: { name: string; environment: string }): Promise<void> {
     const violations: Violation[] = [];
     checkName(input.name, "name", violations);
     checkEnvironment(input.environment, "environment", violations, "env");
     if (violations.length > 0) throw invalidArgument(violations);
     const now = deps.clock();
-    await deps.transaction(async (store) => {
+    await deps.transaction(async (store, announce) => {
       if (!(await store.deleteSecret(caller.organizationId, input.environment, input.name))) throw secretNotFound(input);
       await store.insertAuditEvent(audit(caller, "delete", input.environment, [input.name], now));
+      announce(caller.organizationId, input.environment);
     });
+    values.forget(caller.organizationId, input.environment);
   }
 
   async function listVersions(caller: SecretsCaller, input: { name: string; environment: string }): Promise<SecretVersionRecord[]> {
@@ -271,7 +322,13 @@ export function createSecrets(deps: SecretsDeps) {
     return { events, nextPageToken: rows.length > limit && last ? encodeCursor({ createdAt: last.createdAt, id: last.id }) : "" };
   }
 
-  return { getPublicKey, putSecret, listSecrets, retrieveSecrets, deleteSecret, listVersions, listAuditEvents };
+  /** Stops listening to announcements. */
+  function close(): void {
+    announcements.close();
+    values.forget();
+  }
+
+  return { getPublicKey, putSecret, listSecrets, retrieveSecrets, deleteSecret, listVersions, listAuditEvents, close };
 }
 
 export type Secrets = ReturnType<typeof createSecrets>;

@@ -9,13 +9,13 @@ export interface ValuePlace {
   version: number;
 }
 
-// JSON keeps the four parts unambiguous (no separator games between fields).
-const associatedData = (place: ValuePlace) =>
+/** What a stored value's ciphertext is bound to. JSON keeps the four parts unambiguous (no separator games between fields). */
+export const associatedDataOf = (place: ValuePlace) =>
   `gatehouse:secret-value:v1:${JSON.stringify([place.organizationId, place.environment, place.name, place.version])}`;
 
 /** AES-256-GCM under the organisation's data key, bound to organisation, environment, name and version. */
 export function sealAtRest(dataKey: Buffer, value: Buffer, place: ValuePlace): Buffer {
-  return seal(dataKey, value, associatedData(place));
+  return seal(dataKey, value, associatedDataOf(place));
 }
 
 /**
@@ -23,9 +23,9 @@ export function sealAtRest(dataKey: Buffer, value: Buffer, place: ValuePlace): B
  * copied from another row) is data_loss: it is reported as data corruption and
  * never returned as a value.
  */
-export function openAtRest(dataKey: Buffer, ciphertext: Buffer, place: ValuePlace): Buffer {
+export function openAtRest(dataKey: Buffer, ciphertext: Buffer, place: ValuePlace, associatedData = associatedDataOf(place)): Buffer {
   try {
-    return open(dataKey, ciphertext, associatedData(place));
+    return open(dataKey, ciphertext, associatedData);
   } catch {
     throw new DomainError(
       "data_loss",
