@@ -78,9 +78,11 @@ export function createRestShim(deps: RestShimDeps) {
       if (outcome.responseHeader) for (const [name, value] of outcome.responseHeader) res.setHeader(name, value);
       if (route.route.render) {
         const answer = route.route.render(json);
+        const body = encoded(answer.body);
         // A known length keeps the answer in one write instead of a chunked stream.
-        res.writeHead(answer.status, { ...answer.headers, "content-length": Buffer.byteLength(answer.body) });
-        res.end(answer.body);
+        const length = typeof body === "string" ? Buffer.byteLength(body) : body.byteLength;
+        res.writeHead(answer.status, { ...answer.headers, "content-length": length });
+        res.end(body);
         return;
       }
       const body = JSON.stringify(json);
@@ -181,6 +183,33 @@ export function createRestShim(deps: RestShimDeps) {
       return pathMatched ? "method_not_allowed" : undefined;
     },
   };
+}
+
+/**
+ * Large rendered bodies (an exported configuration) are mostly the same string
+ * served again from the export cache: keep their UTF-8 bytes instead of
+ * measuring and encoding the text on every answer. Keyed by the text itself;
+ * a string the cache already holds is found by reference and its cached hash.
+ */
+const encodedBodies = new Map<string, Buffer>();
+/** Bodies from 4 KiB to 1 MiB are kept, 8 MiB in all, oldest first out. */
+const encodeOnce = { minChars: 4 * 1024, maxChars: 1024 * 1024, totalBytes: 8 * 1024 * 1024 };
+let encodedBytes = 0;
+
+function encoded(text: string): Buffer | string {
+  if (text.length < encodeOnce.minChars || text.length > encodeOnce.maxChars) return text;
+  let bytes = encodedBodies.get(text);
+  if (!bytes) {
+    bytes = Buffer.from(text, "utf8");
+    for (const [oldest, old] of encodedBodies) {
+      if (encodedBytes + bytes.byteLength <= encodeOnce.totalBytes) break;
+      encodedBodies.delete(oldest);
+      encodedBytes -= old.byteLength;
+    }
+    encodedBodies.set(text, bytes);
+    encodedBytes += bytes.byteLength;
+  }
+  return bytes;
 }
 
 /** Writes a Connect error body with its REST status. */
