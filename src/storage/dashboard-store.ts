@@ -1,7 +1,7 @@
 import { empty, sqltag as sql } from "@prisma/client/runtime/client";
 import type { Database, Db, Tx } from "./database.js";
 import { uniquely } from "./errors.js";
-import { parseStringArray } from "./passkey-store.js";
+import { parseStringArray, passkeyRowData } from "./passkey-store.js";
 import type { OrganizationKeyKind, Role } from "./tenancy-store.js";
 
 /** A person's platform account, as sign-in and the session check need it. */
@@ -378,15 +378,7 @@ export function createDashboardStore(db: Db | Tx, provider?: Database["provider"
     },
     async createOperatorPasskey(passkey) {
       await uniquely(
-        () =>
-          db.operatorPasskey.create({
-            data: {
-              ...passkey,
-              publicKey: new Uint8Array(passkey.publicKey),
-              counter: BigInt(passkey.counter),
-              transports: JSON.stringify(passkey.transports),
-            },
-          }),
+        () => db.operatorPasskey.create({ data: passkeyRowData(passkey) }),
         "passkey_exists",
         "this passkey is already registered",
       );

@@ -108,6 +108,16 @@ function toPasskey(row: PasskeyRow): PasskeyRecord {
   };
 }
 
+/** A passkey as its row stores it: key bytes, a 64-bit counter, transports as a JSON array. */
+export function passkeyRowData<T extends { publicKey: Uint8Array; counter: number; transports: string[] }>(passkey: T) {
+  return {
+    ...passkey,
+    publicKey: new Uint8Array(passkey.publicKey),
+    counter: BigInt(passkey.counter),
+    transports: JSON.stringify(passkey.transports),
+  };
+}
+
 /** A JSON array of strings as stored (transports, tags); anything unreadable counts as none. */
 export function parseStringArray(text: string): string[] {
   try {
@@ -181,19 +191,7 @@ export function createPasskeyStore(db: Db | Tx): PasskeyStore {
       return row ? toPasskey(row) : null;
     },
     async createPasskey(passkey) {
-      await uniquely(
-        () =>
-          db.passkey.create({
-            data: {
-              ...passkey,
-              publicKey: new Uint8Array(passkey.publicKey),
-              counter: BigInt(passkey.counter),
-              transports: JSON.stringify(passkey.transports),
-            },
-          }),
-        "passkey_exists",
-        "this passkey is already registered",
-      );
+      await uniquely(() => db.passkey.create({ data: passkeyRowData(passkey) }), "passkey_exists", "this passkey is already registered");
     },
     async recordPasskeyUse(organizationId, id, use) {
       const counter = BigInt(use.counter);
