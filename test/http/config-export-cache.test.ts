@@ -1,7 +1,6 @@
-import pg from "pg";
 import { applyOk, getConfig } from "../support/config-documents.js";
 import { muteHangUpNoise, watchConfig, type Watcher } from "../support/config-watch.js";
-import { testProvider } from "../support/database.js";
+import { dropChangeFeedConnections, testProvider } from "../support/database.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /**
@@ -79,16 +78,7 @@ postgresOnly(
     const before = await exportOk(b, key);
     const watcher = watch(b);
     expect((await watcher.next()).revision).toBe(before.revision);
-    const admin = new pg.Client({ connectionString: a.db.url });
-    await admin.connect();
-    try {
-      const { rowCount } = await admin.query(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'gatehouse change feed' AND datname = current_database()",
-      );
-      expect(rowCount).toBeGreaterThan(0);
-    } finally {
-      await admin.end();
-    }
+    expect(await dropChangeFeedConnections(a.db.url)).toBeGreaterThan(0);
     // Applied while B's feed may be down: B must not keep serving what it cached before.
     const plan = await applyOk(a, key, doc(200));
     expect((await watcher.next()).revision).toBe(plan.revision);

@@ -1,9 +1,8 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import pg from "pg";
 import { applyOk, exportOk } from "../support/config-documents.js";
 import { isBuilt, spawnServer } from "../support/config-process.js";
 import { muteHangUpNoise, watchConfig, type Watcher } from "../support/config-watch.js";
-import { testProvider } from "../support/database.js";
+import { dropChangeFeedConnections, testProvider } from "../support/database.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /**
@@ -151,16 +150,7 @@ const postgresOnly = testProvider === "postgresql" ? test : test.skip;
 postgresOnly("PostgreSQL: a subscriber keeps receiving changes after the LISTEN connection is lost", async () => {
   const watcher = watch(server);
   const first = await watcher.next();
-  const admin = new pg.Client({ connectionString: server.db.url });
-  await admin.connect();
-  try {
-    const { rowCount } = await admin.query(
-      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'gatehouse change feed' AND datname = current_database()",
-    );
-    expect(rowCount).toBeGreaterThan(0);
-  } finally {
-    await admin.end();
-  }
+  expect(await dropChangeFeedConnections(server.db.url)).toBeGreaterThan(0);
   // Applied while the feed may still be reconnecting: the subscriber re-reads after the gap.
   await applyOk(server, key, doc(50));
   expect((await watcher.next()).revision).toBe(first.revision + 1);

@@ -1,6 +1,5 @@
-import pg from "pg";
 import { connectCall } from "../support/credentials.js";
-import { testProvider } from "../support/database.js";
+import { dropChangeFeedConnections, testProvider } from "../support/database.js";
 import { defaultClient, secretsApi } from "../support/secrets-client.js";
 import { createManualClock, startTestServer, type TestServer } from "../support/server.js";
 
@@ -108,16 +107,7 @@ postgresOnly(
   async () => {
     await onA.put("RECONNECT", "feed-lost", "before");
     expect(await versionOf(onB, "feed-lost", "RECONNECT")).toBe(1);
-    const admin = new pg.Client({ connectionString: a.db.url });
-    await admin.connect();
-    try {
-      const { rowCount } = await admin.query(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'gatehouse change feed' AND datname = current_database()",
-      );
-      expect(rowCount).toBeGreaterThan(0);
-    } finally {
-      await admin.end();
-    }
+    expect(await dropChangeFeedConnections(a.db.url)).toBeGreaterThan(0);
     await onA.put("RECONNECT", "feed-lost", "while the feed was down");
     expect(
       await eventually(

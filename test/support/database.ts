@@ -57,3 +57,20 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     },
   };
 }
+
+/**
+ * Ends every change-feed LISTEN connection on a PostgreSQL test database, as a
+ * network failure would; returns how many were ended.
+ */
+export async function dropChangeFeedConnections(url: string): Promise<number> {
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  try {
+    const { rowCount } = await admin.query(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'gatehouse change feed' AND datname = current_database()",
+    );
+    return rowCount ?? 0;
+  } finally {
+    await admin.end();
+  }
+}
