@@ -1,4 +1,5 @@
-// `npm test`: typecheck, build what the spawned-server tests run, then jest.
+// `npm test`: typecheck, build what the spawned-server tests run, make sure the
+// browser the browser tests drive is installed, then jest.
 // TEST_DATABASE_URL=postgresql://... runs the same suite against PostgreSQL.
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -24,6 +25,8 @@ function step(label, command, args, env = {}) {
 const database = process.env.TEST_DATABASE_URL?.startsWith("postgres") ? "PostgreSQL" : "SQLite";
 step("typecheck", bin("tsc"), ["--noEmit", "-p", "tsconfig.json"]);
 step("build", process.execPath, [join(root, "scripts/build.mjs")]);
+// The browser tests drive Debian's chromium: installed here, once, before jest's workers start.
+step("chromium", process.execPath, [join(root, "scripts/ensure-chromium.mjs")]);
 
 const out = mkdtempSync(join(tmpdir(), "gatehouse-jest-"));
 const results = join(out, "results.json");

@@ -1,23 +1,23 @@
-import { execFileSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { chromium, type Browser, type BrowserContext, type CDPSession, type Page } from "playwright-core";
 
 /** Debian's Chromium: the only browser this project's tests drive (no browser downloads). */
 export const chromiumPath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 
 /**
- * Installs Debian's chromium when it is missing (as root, with apt-get), so that
- * the browser tests pass on a fresh machine.
+ * Installs Debian's chromium when it is missing. `npm test` already did this once
+ * before jest started; this covers jest run on its own. The script holds a lock,
+ * so test files started at once do not race for the package manager.
  */
 export function ensureChromium(): void {
   if (existsSync(chromiumPath)) return;
-  if (process.getuid?.() !== 0) {
-    throw new Error(`${chromiumPath} is missing and the tests are not running as root: install it with "apt-get install -y chromium"`);
+  const script = fileURLToPath(new URL("../../scripts/ensure-chromium.mjs", import.meta.url));
+  const result = spawnSync(process.execPath, [script], { stdio: ["ignore", "inherit", "inherit"] });
+  if (result.status !== 0 || !existsSync(chromiumPath)) {
+    throw new Error(`${chromiumPath} is missing and could not be installed (see the output above)`);
   }
-  const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
-  execFileSync("apt-get", ["update", "-qq"], { stdio: "inherit", env });
-  execFileSync("apt-get", ["install", "-y", "-qq", "chromium"], { stdio: "inherit", env });
-  if (!existsSync(chromiumPath)) throw new Error(`apt-get installed chromium but ${chromiumPath} is still missing`);
 }
 
 export interface TestBrowser {
