@@ -1,18 +1,22 @@
 // Baseline: the cheapest real unary RPC (grpc.health.v1.Health/Check) over the
 // lean Connect JSON and binary paths, the stock connect-node handler and the REST
 // shim, against raw node:http answering the same bytes. Servers are pinned to
-// core 0, the load generator runs on core 1.
+// core 0, the load generator to core 1. The paths take turns: each round runs
+// every path once, raw node:http first, and a path's ratio is taken against the
+// raw run of its own round; the table gives medians over the rounds, so a noisy
+// neighbour slowing the machine for a few seconds moves one round, not the figure.
 //
-//   node bench/baseline.mjs [--duration 5] [--connections 1,50]
+//   node bench/baseline.mjs [--duration 4] [--rounds 3] [--connections 1,50]
 import { join } from "node:path";
-import { freePort, load, printTable, root, spawnNode, startGatehouse } from "./support.mjs";
+import { freePort, load, median, pinToCore, printTable, root, spawnNode, startGatehouse } from "./support.mjs";
 
 const args = process.argv.slice(2);
 const flag = (name, fallback) => {
   const i = args.indexOf(`--${name}`);
   return i === -1 ? fallback : args[i + 1];
 };
-const duration = Number(flag("duration", "5"));
+const duration = Number(flag("duration", "4"));
+const rounds = Number(flag("rounds", "3"));
 const connectionLevels = flag("connections", "1,50").split(",").map(Number);
 
 // The bytes Health/Check answers in JSON; the raw server answers them to anything.
@@ -48,30 +52,36 @@ const scenarios = [
   { name: "REST shim GET /healthz", url: `${gatehouse.url}/healthz`, method: "GET", headers: {} },
 ];
 
+pinToCore(1);
 const rows = [];
 try {
   for (const connections of connectionLevels) {
-    const results = [];
-    for (const scenario of scenarios) {
-      const result = await load({ ...scenario, connections, duration });
-      if (result.failures > 0) throw new Error(`${scenario.name}: ${result.failures} failed requests`);
-      results.push({ scenario, result });
+    const runs = scenarios.map(() => []);
+    for (let round = 0; round < rounds; round++) {
+      let raw;
+      for (const [i, scenario] of scenarios.entries()) {
+        const result = await load({ ...scenario, connections, duration });
+        if (result.failures > 0) throw new Error(`${scenario.name}: ${result.failures} failed requests`);
+        raw ??= result.rps;
+        runs[i].push({ ...result, ratio: result.rps / raw });
+      }
     }
-    const baseline = results[0].result.rps;
-    for (const { scenario, result } of results) {
+    scenarios.forEach((scenario, i) => {
+      const of = (key) => median(runs[i].map((run) => run[key]));
       rows.push({
         connections,
         path: scenario.name,
-        "req/s": Math.round(result.rps),
-        "p50 ms": result.p50,
-        "p99 ms": result.p99,
-        "vs raw": (result.rps / baseline).toFixed(2),
+        "req/s": Math.round(of("rps")),
+        "p50 ms": of("p50"),
+        "p99 ms": of("p99"),
+        "vs raw": of("ratio").toFixed(2),
+        "vs raw, each round": runs[i].map((run) => run.ratio.toFixed(2)).join(" "),
       });
-    }
+    });
   }
 } finally {
   await gatehouse.stop();
   await raw.stop();
 }
-printTable(`Health/Check baseline (server on one core, ${duration} s runs, ${join("bench", "baseline.mjs")})`, rows);
+printTable(`Health/Check baseline (server on one core, medians of ${rounds} rounds of ${duration} s runs, ${join("bench", "baseline.mjs")})`, rows);
 void root;

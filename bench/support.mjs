@@ -3,7 +3,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
@@ -22,6 +22,16 @@ export function freePort() {
 }
 
 const hasTaskset = spawnSync("sh", ["-c", "command -v taskset"]).status === 0;
+
+/**
+ * Pins this process (the load generator) and its threads to one core, so that
+ * it never takes turns with a server pinned to another core. Without taskset,
+ * or on a single core, it stays where the scheduler puts it.
+ */
+export function pinToCore(core) {
+  if (!hasTaskset || availableParallelism() <= core) return;
+  spawnSync("taskset", ["-a", "-p", "-c", String(core), String(process.pid)], { stdio: "ignore" });
+}
 
 /**
  * Spawns node with args, pinned to `core` when taskset exists; resolves when `ready`

@@ -145,8 +145,8 @@ export async function createApp(options: AppOptions): Promise<App> {
       label: "/metrics",
       matches: (method, path) => method === "GET" && path === "/metrics",
       async handle(_req, res) {
-        const body = await metrics.registry.metrics();
-        res.writeHead(200, { "content-type": metrics.registry.contentType });
+        const body = await metrics.text();
+        res.writeHead(200, { "content-type": metrics.contentType });
         res.end(body);
       },
     },
@@ -155,7 +155,8 @@ export async function createApp(options: AppOptions): Promise<App> {
     ...dashboard.routes,
   ];
   const platformHandler = createPlatformHandler({
-    logger: loggers.requests,
+    logger,
+    logRequest: loggers.request,
     metrics,
     rest: createRestShim({ authenticator, logError, routes: restRoutes, unary, limits: config.limits }),
     connectUnary: createConnectUnary({ authenticator, logError, unary, readMaxBytes }),

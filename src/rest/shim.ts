@@ -63,7 +63,14 @@ export function createRestShim(deps: RestShimDeps) {
   async function handle(route: CompiledRoute, pathValues: string[], req: IncomingMessage, res: ServerResponse, url: () => URL) {
     let procedure = route.route.pattern;
     try {
-      const { init, method } = await buildRequest(route, pathValues, req, url);
+      let fields: JsonObject;
+      if (route.route.body === "none") {
+        req.resume();
+        fields = {};
+      } else {
+        fields = await readInit(route.route, req);
+      }
+      const { init, method } = buildRequest(route, pathValues, req, url, fields);
       const entry = entryOf(method);
       procedure = entry.path.slice(1);
       let message: Message;
@@ -93,38 +100,40 @@ export function createRestShim(deps: RestShimDeps) {
     }
   }
 
-  async function buildRequest(route: CompiledRoute, pathValues: string[], req: IncomingMessage, url: () => URL) {
-    const spec = route.route;
+  /** The request fields a body gives; bodiless routes read nothing (and never wait for a promise). */
+  async function readInit(spec: RestRoute, req: IncomingMessage): Promise<JsonObject> {
     let init: JsonObject = {};
-    if (spec.body !== "none") {
-      const limit = spec.limit === "config" ? deps.limits.configBody : deps.limits.jsonBody;
-      const raw = await readBody(req, limit);
-      const type = mediaTypeOf(req.headers["content-type"]);
-      if (spec.body === "yaml") {
-        if (!yamlTypes.has(type)) {
-          throw new DomainError(
-            "invalid_argument",
-            "unsupported_media_type",
-            `Content-Type must be application/yaml (or application/x-yaml, text/yaml), got "${type || "none"}"`,
-          );
-        }
-        init[spec.yamlField ?? "yaml"] = raw.toString("utf8");
-      } else if (raw.length > 0) {
-        if (type !== "application/json") {
-          throw new DomainError("invalid_argument", "unsupported_media_type", `Content-Type must be application/json, got "${type || "none"}"`);
-        }
-        init = parseJsonObject(raw);
-        for (const [alias, field] of Object.entries(spec.aliases ?? {})) {
-          if (alias in init) {
-            if (field in init) throw new DomainError("invalid_argument", "malformed_request", `send either "${alias}" or "${field}", not both`);
-            init[field] = init[alias] as JsonValue;
-            delete init[alias];
-          }
+    const limit = spec.limit === "config" ? deps.limits.configBody : deps.limits.jsonBody;
+    const raw = await readBody(req, limit);
+    const type = mediaTypeOf(req.headers["content-type"]);
+    if (spec.body === "yaml") {
+      if (!yamlTypes.has(type)) {
+        throw new DomainError(
+          "invalid_argument",
+          "unsupported_media_type",
+          `Content-Type must be application/yaml (or application/x-yaml, text/yaml), got "${type || "none"}"`,
+        );
+      }
+      init[spec.yamlField ?? "yaml"] = raw.toString("utf8");
+    } else if (raw.length > 0) {
+      if (type !== "application/json") {
+        throw new DomainError("invalid_argument", "unsupported_media_type", `Content-Type must be application/json, got "${type || "none"}"`);
+      }
+      init = parseJsonObject(raw);
+      for (const [alias, field] of Object.entries(spec.aliases ?? {})) {
+        if (alias in init) {
+          if (field in init) throw new DomainError("invalid_argument", "malformed_request", `send either "${alias}" or "${field}", not both`);
+          init[field] = init[alias] as JsonValue;
+          delete init[alias];
         }
       }
-    } else {
-      req.resume();
     }
+    return init;
+  }
+
+  /** Adds what the path, query and headers say to the body's fields. */
+  function buildRequest(route: CompiledRoute, pathValues: string[], req: IncomingMessage, url: () => URL, init: JsonObject) {
+    const spec = route.route;
     const method = typeof spec.rpc === "function" ? spec.rpc(init) : spec.rpc;
     const query = spec.query && (req.url ?? "").includes("?") ? url().searchParams : undefined;
     for (const [name, param] of query ? Object.entries(spec.query ?? {}) : []) {

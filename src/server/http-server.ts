@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { randomBytes } from "node:crypto";
 import type { createRestShim } from "../rest/shim.js";
 import type { createConnectUnary } from "./connect-unary.js";
-import type { Logger } from "./logger.js";
+import type { Logger, RequestLog } from "./logger.js";
 import type { Metrics } from "./metrics.js";
 import { writeConnectError } from "./write-error.js";
 
@@ -18,7 +18,9 @@ export interface ExtraRoute {
 }
 
 export interface PlatformHandlerDeps {
+  /** For failures no handler caught. */
   logger: Logger;
+  logRequest: RequestLog;
   metrics: Metrics;
   rest: ReturnType<typeof createRestShim>;
   connectUnary: ReturnType<typeof createConnectUnary>;
@@ -53,7 +55,7 @@ export function stampPeerAddress(req: { headers: Record<string, string | string[
  */
 export function createPlatformHandler(deps: PlatformHandlerDeps): NodeHandler {
   return (req, res) => {
-    const started = process.hrtime.bigint();
+    const started = performance.now();
     stampPeerAddress(req);
     const incomingId = req.headers["x-request-id"];
     const requestId =
@@ -61,13 +63,11 @@ export function createPlatformHandler(deps: PlatformHandlerDeps): NodeHandler {
     res.setHeader("x-request-id", requestId);
     let route = "unmatched";
     let protocol = "http";
-    res.once("finish", () => {
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    // "finish" comes once per response; `on` spares the wrapper `once` binds on every request.
+    res.on("finish", () => {
+      const seconds = (performance.now() - started) / 1e3;
       deps.metrics.observe(route, protocol, res.statusCode, seconds);
-      deps.logger.info(
-        { reqId: requestId, method: req.method, route, protocol, status: res.statusCode, ms: Math.round(seconds * 1e4) / 10 },
-        "request",
-      );
+      deps.logRequest(requestId, method, route, protocol, res.statusCode, Math.round(seconds * 1e4) / 10);
     });
 
     const method = req.method ?? "GET";

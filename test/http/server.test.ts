@@ -27,6 +27,40 @@ describe("probes", () => {
     expect(text).toContain("gatehouse_request_duration_seconds_bucket");
   });
 
+  test("/metrics counts each answer once, errors apart, with cumulative latency buckets", async () => {
+    const scrape = async () => (await server.call("/metrics")).text();
+    const value = (text: string, series: string) => {
+      const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+      return line === undefined ? 0 : Number(line.slice(series.length + 1));
+    };
+    const ok = 'gatehouse_requests_total{route="/readyz",protocol="rest",status="200"}';
+    const missing = 'gatehouse_requests_total{route="/svc.v1.ConfigService/GetConfig",protocol="connect",status="401"}';
+    const missingErrors = 'gatehouse_request_errors_total{route="/svc.v1.ConfigService/GetConfig",protocol="connect",status="401"}';
+    const before = await scrape();
+    for (let i = 0; i < 3; i++) expect((await server.call("/readyz")).status).toBe(200);
+    const refused = await server.call("/svc.v1.ConfigService/GetConfig", { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    expect(refused.status).toBe(401);
+    const after = await scrape();
+    expect(value(after, ok) - value(before, ok)).toBe(3);
+    expect(value(after, missing) - value(before, missing)).toBe(1);
+    expect(value(after, missingErrors) - value(before, missingErrors)).toBe(1);
+    expect(after).not.toContain('gatehouse_request_errors_total{route="/readyz"');
+
+    const labels = 'route="/readyz",protocol="rest"';
+    const buckets = after
+      .split("\n")
+      .filter((l) => l.startsWith("gatehouse_request_duration_seconds_bucket{") && l.includes(labels))
+      .map((l) => Number(l.slice(l.lastIndexOf(" ") + 1)));
+    expect(buckets).toHaveLength(14);
+    for (let i = 1; i < buckets.length; i++) expect(buckets[i]).toBeGreaterThanOrEqual(buckets[i - 1] as number);
+    const count = value(after, `gatehouse_request_duration_seconds_count{${labels}}`);
+    expect(buckets[buckets.length - 1]).toBe(count);
+    expect(count).toBe(value(after, ok));
+    expect(value(after, `gatehouse_request_duration_seconds_sum{${labels}}`)).toBeGreaterThan(0);
+    expect(after).toMatch(/# TYPE gatehouse_request_duration_seconds histogram/);
+    expect(after).toMatch(/gatehouse_process_cpu_seconds_total \d/);
+  });
+
   test("every response carries a request id, and a sane incoming one is kept", async () => {
     const response = await server.call("/healthz", { headers: { "x-request-id": "trace-123" } });
     expect(response.headers.get("x-request-id")).toBe("trace-123");
@@ -156,6 +190,24 @@ describe("bad requests get a clear Connect error, never a 500", () => {
 });
 
 describe("logs", () => {
+  test("each request is one JSON line with its id, route pattern, status and time", async () => {
+    const response = await server.call("/healthz", { headers: { "x-request-id": "log-line-check" } });
+    expect(response.status).toBe(200);
+    const line = server.logs.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.reqId === "log-line-check");
+    expect(line).toEqual({
+      level: 30,
+      time: expect.any(Number),
+      service: "gatehouse",
+      reqId: "log-line-check",
+      method: "GET",
+      route: "/healthz",
+      protocol: "rest",
+      status: 200,
+      ms: expect.any(Number),
+      msg: "request",
+    });
+  });
+
   test("request logs never contain credentials", async () => {
     await server.call(`/organization/${server.credentials.organization_id}/config`, { bearer: server.credentials.api_key });
     await connectCall(server, "/svc.v1.IdentityService/ValidateSession", { token: "abc" }, server.credentials.secret_key);
