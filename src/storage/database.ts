@@ -4,6 +4,7 @@ import { setFlagsFromString } from "node:v8";
 import type { DatabaseConfig } from "../config.js";
 import type { PrismaClient } from "./generated/sqlite/client.js";
 import { applyMigrations } from "./migrate.js";
+import { cacheStatements, connectionOf } from "./statement-cache.js";
 
 /**
  * The Prisma client. Both providers' clients are generated from one logical
@@ -65,7 +66,17 @@ async function createClient(config: DatabaseConfig): Promise<Db> {
       import("./generated/sqlite/client.js"),
       import("@prisma/adapter-better-sqlite3"),
     ]);
-    const adapter = new PrismaBetterSqlite3({ url: `file:${config.file}`, timeout: 10_000 });
+    const factory = new PrismaBetterSqlite3({ url: `file:${config.file}`, timeout: 10_000 });
+    // The same factory, with each connection's prepared statements kept (see statement-cache.ts).
+    const adapter: typeof factory = Object.assign(Object.create(factory) as typeof factory, {
+      connect: async () => {
+        const connected = await factory.connect();
+        const connection = connectionOf(connected);
+        if (connection) cacheStatements(connection);
+        return connected;
+      },
+      connectToShadowDb: () => factory.connectToShadowDb(),
+    });
     return new SqliteClient({ adapter }) as Db;
   }
   const [{ PrismaClient: PgClient }, { PrismaPg }] = await Promise.all([
