@@ -13,9 +13,20 @@ interface Queued {
 
 interface HashingThread {
   worker: Worker;
-  current: Queued | null;
+  /** Jobs handed to the thread, oldest (the one it is computing) first; it answers in order. */
+  inFlight: Queued[];
   idleTimer: NodeJS.Timeout | null;
 }
+
+/**
+ * Jobs a busy thread may hold: the one it computes and the next. The next is
+ * already in the thread's message queue when the current one ends, so the
+ * thread starts it at once instead of idling until the event loop has read the
+ * answer and posted more work (under load the event loop is busy, and that wait
+ * was time the core spent on neither). Jobs are of nearly equal cost, so
+ * holding one more per thread delays none behind a long one.
+ */
+export const hashingDepth = 2;
 
 /**
  * How much lower than the process the hashing threads run (a nice value). At
@@ -77,9 +88,12 @@ export const hashingThreads = {
   run(job: HashingJob): Promise<string | boolean> {
     return new Promise((resolve, reject) => {
       const queued: Queued = { job, resolve, reject };
-      const idle = threads.find((thread) => thread.current === null);
-      if (idle) assign(idle, queued);
-      else if (threads.length < capacity) assign(startThread(), queued);
+      const idle = threads.find((thread) => thread.inFlight.length === 0);
+      if (idle) return assign(idle, queued);
+      if (threads.length < capacity) return assign(startThread(), queued);
+      let least: HashingThread | undefined;
+      for (const thread of threads) if (!least || thread.inFlight.length < least.inFlight.length) least = thread;
+      if (least && least.inFlight.length < hashingDepth) assign(least, queued);
       else queue.push(queued);
     });
   },
@@ -87,11 +101,10 @@ export const hashingThreads = {
 
 function startThread(): HashingThread {
   const worker = new Worker(threadSource, { eval: true, workerData: { binding, niceness: hashingNiceness } });
-  const thread: HashingThread = { worker, current: null, idleTimer: null };
+  const thread: HashingThread = { worker, inFlight: [], idleTimer: null };
   threads.push(thread);
   worker.on("message", (answer: { value?: string | boolean; error?: string }) => {
-    const done = thread.current;
-    thread.current = null;
+    const done = thread.inFlight.shift();
     if (done) {
       if (answer.error !== undefined) done.reject(new Error(answer.error));
       else done.resolve(answer.value as string | boolean);
@@ -103,8 +116,8 @@ function startThread(): HashingThread {
     if (index === -1) return;
     threads.splice(index, 1);
     if (thread.idleTimer) clearTimeout(thread.idleTimer);
-    thread.current?.reject(error);
-    thread.current = null;
+    const unanswered = thread.inFlight.splice(0);
+    for (const job of unanswered) job.reject(error);
     // Whatever waits gets a new thread.
     const waiting = queue.shift();
     if (waiting) assign(startThread(), waiting);
@@ -119,7 +132,7 @@ function assign(thread: HashingThread, queued: Queued): void {
     clearTimeout(thread.idleTimer);
     thread.idleTimer = null;
   }
-  thread.current = queued;
+  thread.inFlight.push(queued);
   // A thread at work keeps the process alive until its answer arrives; an idle one does not.
   thread.worker.ref();
   thread.worker.postMessage(queued.job);
@@ -131,10 +144,11 @@ function next(thread: HashingThread): void {
     assign(thread, waiting);
     return;
   }
+  if (thread.inFlight.length > 0) return;
   thread.worker.unref();
   thread.idleTimer = setTimeout(() => {
     const index = threads.indexOf(thread);
-    if (index !== -1 && thread.current === null) {
+    if (index !== -1 && thread.inFlight.length === 0) {
       threads.splice(index, 1);
       void thread.worker.terminate();
     }
