@@ -4,6 +4,7 @@ import { setFlagsFromString } from "node:v8";
 import type { DatabaseConfig } from "../config.js";
 import type { PrismaClient } from "./generated/sqlite/client.js";
 import { applyMigrations } from "./migrate.js";
+import { isolateTransactions, transactionScope } from "./sqlite-transactions.js";
 import { cacheStatements, connectionOf } from "./statement-cache.js";
 
 /**
@@ -41,10 +42,13 @@ export async function openDatabase(config: DatabaseConfig, options: { migrate?: 
     provider: config.provider,
     client,
     transaction: (fn, txOptions) =>
-      client.$transaction((tx) => fn(tx), {
-        maxWait: 10_000,
-        timeout: txOptions?.timeoutMs ?? 30_000,
-      }),
+      // The scope tells SQLite's gate which queries belong to this transaction (sqlite-transactions.ts).
+      transactionScope.run({}, () =>
+        client.$transaction((tx) => fn(tx), {
+          maxWait: 10_000,
+          timeout: txOptions?.timeoutMs ?? 30_000,
+        }),
+      ),
     ping: async () => {
       await client.$queryRawUnsafe("SELECT 1");
     },
@@ -67,12 +71,16 @@ async function createClient(config: DatabaseConfig): Promise<Db> {
       import("@prisma/adapter-better-sqlite3"),
     ]);
     const factory = new PrismaBetterSqlite3({ url: `file:${config.file}`, timeout: 10_000 });
-    // The same factory, with each connection's prepared statements kept (see statement-cache.ts).
+    // The same factory, with each connection's prepared statements kept (see
+    // statement-cache.ts) and queries outside a transaction kept out of it
+    // (see sqlite-transactions.ts).
     const adapter: typeof factory = Object.assign(Object.create(factory) as typeof factory, {
       connect: async () => {
         const connected = await factory.connect();
         const connection = connectionOf(connected);
-        if (connection) cacheStatements(connection);
+        if (!connection) throw new Error("the SQLite adapter no longer keeps its connection where this version expects (see sqlite-transactions.ts)");
+        cacheStatements(connection);
+        isolateTransactions(connected, connection);
         return connected;
       },
       connectToShadowDb: () => factory.connectToShadowDb(),
