@@ -184,7 +184,7 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
   const { database, clock } = deps;
   const store = createDashboardStore(database.client, database.provider);
   const tenancyStore = createTenancyStore(database.client);
-  const identityStore = createIdentityStore(database.client);
+  const identityStore = createIdentityStore(database.client, database.sql);
   const passkeyStore = createPasskeyStore(database.client);
   const { dashboard, tenancy, config, secrets } = parts;
 

@@ -22,7 +22,7 @@ const built = new WeakMap<IdentityDeps, Identity>();
 export function identityFor(deps: IdentityDeps): Identity {
   let identity = built.get(deps);
   if (!identity) {
-    const store = createIdentityStore(deps.database.client);
+    const store = createIdentityStore(deps.database.client, deps.database.sql);
     const onError = (error: unknown) => deps.logger.warn({ err: error }, "identity housekeeping failed");
     const sessions = createSessionIssuer({ store, keyring: deps.keyring, clock: deps.clock, issuer: deps.config.publicUrl, onError });
     identity = createIdentity({

@@ -1,10 +1,12 @@
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { setFlagsFromString } from "node:v8";
+import type { SqlDriverAdapter } from "@prisma/driver-adapter-utils";
 import type { DatabaseConfig } from "../config.js";
 import type { PrismaClient } from "./generated/sqlite/client.js";
 import { applyMigrations } from "./migrate.js";
 import { isolateTransactions, transactionScope } from "./sqlite-transactions.js";
+import { createSql, type Sql } from "./sql.js";
 import { cacheStatements, connectionOf } from "./statement-cache.js";
 
 /**
@@ -19,6 +21,8 @@ export type Tx = Omit<Db, "$connect" | "$disconnect" | "$on" | "$transaction" | 
 export interface Database {
   readonly provider: DatabaseConfig["provider"];
   readonly client: Db;
+  /** Plain SQL on the client's own connection, outside transactions, for hot paths (see sql.ts). */
+  readonly sql: Sql;
   /**
    * Runs fn in one transaction: all of its writes commit or none do. On
    * PostgreSQL it runs at READ COMMITTED; code that needs a serial order takes a
@@ -36,11 +40,12 @@ export async function openDatabase(config: DatabaseConfig, options: { migrate?: 
     if (config.provider === "sqlite") await applyMigrations({ provider: "sqlite", file: config.file });
     else await applyMigrations({ provider: "postgresql", url: config.url });
   }
-  const client = await createClient(config);
+  const { client, adapter } = await createClient(config);
   await client.$connect();
   return {
     provider: config.provider,
     client,
+    sql: createSql(config.provider, adapter),
     transaction: (fn, txOptions) =>
       // The scope tells SQLite's gate which queries belong to this transaction (sqlite-transactions.ts).
       transactionScope.run({}, () =>
@@ -56,7 +61,13 @@ export async function openDatabase(config: DatabaseConfig, options: { migrate?: 
   };
 }
 
-async function createClient(config: DatabaseConfig): Promise<Db> {
+/** The client, and the adapter it connected (there once the client has connected). */
+async function createClient(config: DatabaseConfig): Promise<{ client: Db; adapter: () => SqlDriverAdapter }> {
+  let connected: SqlDriverAdapter | undefined;
+  const adapter = () => {
+    if (!connected) throw new Error("the database client has not connected yet");
+    return connected;
+  };
   // Prisma's query compiler is a 3 MB WebAssembly module. V8 compiles it with
   // its baseline compiler, then recompiles hot functions with the optimising
   // one, whose working memory stays in the allocator's thread arenas: 60 to 80
@@ -74,23 +85,32 @@ async function createClient(config: DatabaseConfig): Promise<Db> {
     // The same factory, with each connection's prepared statements kept (see
     // statement-cache.ts) and queries outside a transaction kept out of it
     // (see sqlite-transactions.ts).
-    const adapter: typeof factory = Object.assign(Object.create(factory) as typeof factory, {
+    const sqliteFactory: typeof factory = Object.assign(Object.create(factory) as typeof factory, {
       connect: async () => {
-        const connected = await factory.connect();
-        const connection = connectionOf(connected);
+        const opened = await factory.connect();
+        const connection = connectionOf(opened);
         if (!connection) throw new Error("the SQLite adapter no longer keeps its connection where this version expects (see sqlite-transactions.ts)");
         cacheStatements(connection);
-        isolateTransactions(connected, connection);
-        return connected;
+        isolateTransactions(opened, connection);
+        connected = opened;
+        return opened;
       },
       connectToShadowDb: () => factory.connectToShadowDb(),
     });
-    return new SqliteClient({ adapter }) as Db;
+    return { client: new SqliteClient({ adapter: sqliteFactory }) as Db, adapter };
   }
   const [{ PrismaClient: PgClient }, { PrismaPg }] = await Promise.all([
     import("./generated/postgresql/client.js"),
     import("@prisma/adapter-pg"),
   ]);
-  const adapter = new PrismaPg({ connectionString: config.url, max: 10 });
-  return new PgClient({ adapter }) as unknown as Db;
+  const factory = new PrismaPg({ connectionString: config.url, max: 10 });
+  const pgFactory: typeof factory = Object.assign(Object.create(factory) as typeof factory, {
+    connect: async () => {
+      const opened = await factory.connect();
+      connected = opened;
+      return opened;
+    },
+    connectToShadowDb: () => factory.connectToShadowDb(),
+  });
+  return { client: new PgClient({ adapter: pgFactory }) as unknown as Db, adapter };
 }

@@ -1,5 +1,6 @@
 import type { Db, Tx } from "./database.js";
 import { uniquely } from "./errors.js";
+import type { Sql, SqlValue } from "./sql.js";
 
 /** The stored identity settings of one organisation (absent row: every default). */
 export interface IdentitySettingsRecord {
@@ -174,13 +175,19 @@ function toSigningKey(row: Omit<SigningKeyRecord, "privateKeyEnc"> & { privateKe
 /**
  * The queries on the sign-in paths (settings, limits, the password lookup,
  * sessions) are plain SQL, one text for SQLite and PostgreSQL with parameters
- * bound by Prisma: a typed Prisma query costs two to four times the CPU of a
- * raw one, and that CPU competes with password hashing on the same cores.
+ * bound by the driver: a typed Prisma query costs two to four times the CPU of
+ * a raw one, and a raw one through Prisma's client several times what the
+ * driver takes, CPU that competes with password hashing on the same cores.
  */
-export function createIdentityStore(db: Db | Tx): IdentityStore {
+export function createIdentityStore(db: Db | Tx, sql?: Sql): IdentityStore {
+  // Outside a transaction the plain statements skip Prisma's client pipeline (sql.ts); inside one they are the transaction's.
+  const raw: Pick<Sql, "query" | "execute"> = sql ?? {
+    query: <T extends object[]>(strings: TemplateStringsArray, ...values: SqlValue[]) => db.$queryRaw<T>(strings, ...values),
+    execute: (strings: TemplateStringsArray, ...values: SqlValue[]) => db.$executeRaw(strings, ...values),
+  };
   return {
     async findSettings(organizationId) {
-      const rows = await db.$queryRaw<SettingsRow[]>`
+      const rows = await raw.query<SettingsRow[]>`
         SELECT "passkeys", "magicLinks", "password", "rpId", "origins", "sessionTtlSeconds", "magicLinkTtlSeconds",
                "lockoutThreshold", "lockoutWindowSeconds", "ipLimitPerMinute", "magicLinkLimitPerHour", "updatedAt"
         FROM "IdentitySettings" WHERE "organizationId" = ${organizationId}`;
@@ -203,7 +210,7 @@ export function createIdentityStore(db: Db | Tx): IdentityStore {
     },
 
     async findIdentityByIdentifier(organizationId, identifier) {
-      const rows = await db.$queryRaw<IdentityRecord[]>`
+      const rows = await raw.query<IdentityRecord[]>`
         SELECT "id", "organizationId", "identifier", "createdAt" FROM "Identity"
         WHERE "organizationId" = ${organizationId} AND "identifier" = ${identifier}`;
       return rows[0] ?? null;
@@ -222,7 +229,7 @@ export function createIdentityStore(db: Db | Tx): IdentityStore {
       // row when there is none, each with the settings, the identity and its
       // hash. A LIMITed join reads the failures once, where a count and an
       // OFFSET subquery read them twice and return two more values to map.
-      const rows = await db.$queryRaw<
+      const rows = await raw.query<
         (NullableSettingsRow & {
           settingsOrganizationId: string | null;
           identityId: string | null;
@@ -272,12 +279,12 @@ export function createIdentityStore(db: Db | Tx): IdentityStore {
     },
 
     async createSession(session) {
-      await db.$executeRaw`
+      await raw.execute`
         INSERT INTO "IdentitySession" ("id", "organizationId", "identityId", "method", "createdAt", "expiresAt")
         VALUES (${session.id}, ${session.organizationId}, ${session.identityId}, ${session.method}, ${session.createdAt}, ${session.expiresAt})`;
     },
     async findSession(organizationId, id) {
-      const rows = await db.$queryRaw<(Omit<SessionRecord, "method"> & { method: string })[]>`
+      const rows = await raw.query<(Omit<SessionRecord, "method"> & { method: string })[]>`
         SELECT "id", "organizationId", "identityId", "method", "createdAt", "expiresAt", "revokedAt"
         FROM "IdentitySession" WHERE "id" = ${id} AND "organizationId" = ${organizationId}`;
       return rows[0] ? toSession(rows[0]) : null;
@@ -296,12 +303,12 @@ export function createIdentityStore(db: Db | Tx): IdentityStore {
     },
 
     async createOneTimeToken(token) {
-      await db.$executeRaw`
+      await raw.execute`
         INSERT INTO "OneTimeToken" ("id", "organizationId", "identityId", "kind", "hash", "createdAt", "expiresAt")
         VALUES (${token.id}, ${token.organizationId}, ${token.identityId}, ${token.kind}, ${token.hash}, ${token.createdAt}, ${token.expiresAt})`;
     },
     async findOneTimeToken(hash) {
-      const rows = await db.$queryRaw<(Omit<OneTimeTokenRecord, "kind"> & { kind: string })[]>`
+      const rows = await raw.query<(Omit<OneTimeTokenRecord, "kind"> & { kind: string })[]>`
         SELECT "id", "organizationId", "identityId", "kind", "createdAt", "expiresAt", "spentAt"
         FROM "OneTimeToken" WHERE "hash" = ${hash}`;
       const row = rows[0];
@@ -310,7 +317,7 @@ export function createIdentityStore(db: Db | Tx): IdentityStore {
     async spendOneTimeToken(organizationId, hash, kind, at) {
       // The one conditional update that makes a token one-time: the database
       // applies it to the row at most once, whoever else is trying.
-      const count = await db.$executeRaw`
+      const count = await raw.execute`
         UPDATE "OneTimeToken" SET "spentAt" = ${at}
         WHERE "hash" = ${hash} AND "organizationId" = ${organizationId} AND "kind" = ${kind}
           AND "spentAt" IS NULL AND "expiresAt" > ${at}`;
@@ -343,12 +350,12 @@ export function createIdentityStore(db: Db | Tx): IdentityStore {
     },
 
     async recordLoginFailure(failure) {
-      await db.$executeRaw`
+      await raw.execute`
         INSERT INTO "LoginFailure" ("id", "organizationId", "identifier", "createdAt")
         VALUES (${failure.id}, ${failure.organizationId}, ${failure.identifierHash}, ${failure.createdAt})`;
     },
     async recentLoginFailures(organizationId, identifierHash, since, limit) {
-      const rows = await db.$queryRaw<{ createdAt: Date }[]>`
+      const rows = await raw.query<{ createdAt: Date }[]>`
         SELECT "createdAt" FROM "LoginFailure"
         WHERE "organizationId" = ${organizationId} AND "identifier" = ${identifierHash} AND "createdAt" >= ${since}
         ORDER BY "createdAt" DESC LIMIT ${limit}`;
@@ -363,7 +370,7 @@ export function createIdentityStore(db: Db | Tx): IdentityStore {
       // UPDATE (same statement on SQLite and PostgreSQL): concurrent hits on
       // any instance all count.
       const id = `${key}@${windowStart.getTime()}`;
-      const rows = await db.$queryRaw<{ count: number | bigint }[]>`
+      const rows = await raw.query<{ count: number | bigint }[]>`
         INSERT INTO "RateCounter" ("key", "windowStart", "count") VALUES (${id}, ${windowStart}, 1)
         ON CONFLICT ("key") DO UPDATE SET "count" = "RateCounter"."count" + 1
         RETURNING "count"`;
