@@ -5,7 +5,7 @@ import type { SqlDriverAdapter } from "@prisma/driver-adapter-utils";
 import type { DatabaseConfig } from "../config.js";
 import type { PrismaClient } from "./generated/sqlite/client.js";
 import { applyMigrations } from "./migrate.js";
-import { isolateTransactions, transactionScope } from "./sqlite-transactions.js";
+import { isolateTransactions } from "./sqlite-transactions.js";
 import { createSql, type Sql } from "./sql.js";
 import { cacheStatements, connectionOf } from "./statement-cache.js";
 
@@ -26,7 +26,9 @@ export interface Database {
   /**
    * Runs fn in one transaction: all of its writes commit or none do. On
    * PostgreSQL it runs at READ COMMITTED; code that needs a serial order takes a
-   * row lock first (see lockOrganization in the stores).
+   * row lock first (see lockOrganization in the stores). Inside fn, query
+   * through tx only: on SQLite a query through the outer client waits until
+   * the transaction has ended (sqlite-transactions.ts).
    */
   transaction<T>(fn: (tx: Tx) => Promise<T>, options?: { timeoutMs?: number }): Promise<T>;
   /** Throws when the database cannot be reached. */
@@ -47,13 +49,10 @@ export async function openDatabase(config: DatabaseConfig, options: { migrate?: 
     client,
     sql: createSql(config.provider, adapter),
     transaction: (fn, txOptions) =>
-      // The scope tells SQLite's gate which queries belong to this transaction (sqlite-transactions.ts).
-      transactionScope.run({}, () =>
-        client.$transaction((tx) => fn(tx), {
-          maxWait: 10_000,
-          timeout: txOptions?.timeoutMs ?? 30_000,
-        }),
-      ),
+      client.$transaction((tx) => fn(tx), {
+        maxWait: 10_000,
+        timeout: txOptions?.timeoutMs ?? 30_000,
+      }),
     ping: async () => {
       await client.$queryRawUnsafe("SELECT 1");
     },
