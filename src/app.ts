@@ -32,7 +32,7 @@ import { createPlantServer } from "./plants/plant-api.js";
 import { restRoutes } from "./rest/routes.js";
 import { createRestShim } from "./rest/shim.js";
 import { createConnectUnary } from "./server/connect-unary.js";
-import { createPlatformHandler, stampPeerAddress, type ExtraRoute } from "./server/http-server.js";
+import { createPlatformHandler, PlatformResponse, stampPeerAddress, type ExtraRoute } from "./server/http-server.js";
 import { createLoggers, type Logger } from "./server/logger.js";
 import { createMetrics } from "./server/metrics.js";
 import { createRoutes, indexUnary, type ServiceEntry } from "./server/registry.js";
@@ -183,7 +183,10 @@ export async function createApp(options: AppOptions): Promise<App> {
       }
     },
     async listen() {
-      const http = createServer({ keepAliveTimeout: 65_000 }, withClientCors(platformHandler, clientIdentityPaths(restRoutes)));
+      const http = createServer(
+        { keepAliveTimeout: 65_000, ServerResponse: PlatformResponse },
+        withClientCors(platformHandler, clientIdentityPaths(restRoutes)),
+      );
       const grpcAdapter = connectNodeAdapter(adapterOptions);
       const grpc = trackSessions(
         createHttp2Server((req, res) => {

@@ -20,10 +20,15 @@ export function clientIdentityPaths(routes: readonly RestRoute[]): ReadonlySet<s
  */
 export function withClientCors(handler: NodeHandler, paths: ReadonlySet<string>): NodeHandler {
   return (req, res) => {
+    // Most requests are not from browsers: no Origin, nothing to work out.
+    if (req.headers.origin === undefined) {
+      handler(req, res);
+      return;
+    }
     const target = req.url ?? "/";
     const query = target.indexOf("?");
     const path = query === -1 ? target : target.slice(0, query);
-    if (req.headers.origin === undefined || !paths.has(path)) {
+    if (!paths.has(path)) {
       handler(req, res);
       return;
     }

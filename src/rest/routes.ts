@@ -45,11 +45,17 @@ export interface RestRoute {
   limit?: "json" | "config";
 }
 
-const healthAnswer = (json: JsonObject): RestAnswer => ({
-  status: json.status === "SERVING" ? 200 : 503,
-  headers: { "content-type": "application/json" },
-  body: JSON.stringify({ status: json.status ?? "UNKNOWN" }),
-});
+/** A probe's answer depends only on the status (a handful of values): each is rendered once. */
+const healthAnswers = new Map<string, RestAnswer>();
+const healthAnswer = (json: JsonObject): RestAnswer => {
+  const status = typeof json.status === "string" ? json.status : "UNKNOWN";
+  let answer = healthAnswers.get(status);
+  if (!answer) {
+    answer = { status: status === "SERVING" ? 200 : 503, headers: { "content-type": "application/json" }, body: JSON.stringify({ status }) };
+    healthAnswers.set(status, answer);
+  }
+  return answer;
+};
 
 /** Every REST path of CONTRACT.md, mapped onto its RPC. */
 export const restRoutes: RestRoute[] = [

@@ -20,6 +20,8 @@ interface CompiledRoute {
   route: RestRoute;
   regex: RegExp;
   params: string[];
+  /** The served RPC, when the route names one (not chosen by the body). */
+  entry: UnaryEntry | undefined;
 }
 
 const yamlTypes = new Set(["application/yaml", "application/x-yaml", "text/yaml"]);
@@ -44,7 +46,7 @@ export function createRestShim(deps: RestShimDeps) {
       params.push(name);
       return "([^/]+)";
     });
-    return { route, regex: new RegExp(`^${source}$`), params };
+    return { route, regex: new RegExp(`^${source}$`), params, entry: typeof route.rpc === "function" ? undefined : entryOf(route.rpc) };
   });
 
   const exactPaths = new Map<string, CompiledRoute[]>();
@@ -57,8 +59,6 @@ export function createRestShim(deps: RestShimDeps) {
     if (!entry) throw new Error(`REST route targets ${method.parent.typeName}/${method.name}, which is not served`);
     return entry;
   }
-  // Fail at start, not at the first request, when the table names an RPC that is not served.
-  for (const { route } of compiled) if (typeof route.rpc !== "function") entryOf(route.rpc);
 
   async function handle(route: CompiledRoute, pathValues: string[], req: IncomingMessage, res: ServerResponse, url: () => URL) {
     let procedure = route.route.pattern;
@@ -71,7 +71,8 @@ export function createRestShim(deps: RestShimDeps) {
         fields = await readInit(route.route, req);
       }
       const { init, method } = buildRequest(route, pathValues, req, url, fields);
-      const entry = entryOf(method);
+      // Found once at start for routes that name their RPC (which also fails at start when it is not served).
+      const entry = route.entry ?? entryOf(method);
       procedure = entry.path.slice(1);
       let message: Message;
       try {

@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { IncomingMessage, ServerResponse } from "node:http";
+import { ServerResponse, type IncomingMessage, type OutgoingHttpHeader, type OutgoingHttpHeaders } from "node:http";
 import { randomBytes } from "node:crypto";
 import type { createRestShim } from "../rest/shim.js";
 import type { createConnectUnary } from "./connect-unary.js";
@@ -44,9 +44,40 @@ export const peerAddressHeader = "x-gatehouse-peer";
 
 /** Replaces any client-sent peer header with the socket's remote address. */
 export function stampPeerAddress(req: { headers: Record<string, string | string[] | undefined>; socket?: { remoteAddress?: string | undefined } | null }): void {
-  delete req.headers[peerAddressHeader];
+  // Only when sent: deleting a property that is not there still costs the object its fast layout.
+  if (req.headers[peerAddressHeader] !== undefined) delete req.headers[peerAddressHeader];
   const address = req.socket?.remoteAddress;
   if (address) req.headers[peerAddressHeader] = address;
+}
+
+type HeaderList = OutgoingHttpHeaders | OutgoingHttpHeader[];
+
+/**
+ * The response class of the platform's HTTP/1.1 server: it sends the request
+ * id with whatever headers the handler writes. Setting the id with setHeader
+ * when the request arrives would send every `writeHead(status, headers)` of
+ * every handler down Node's slower path, which merges the given headers into
+ * the ones set before, one setHeader at a time.
+ */
+export class PlatformResponse<Request extends IncomingMessage = IncomingMessage> extends ServerResponse<Request> {
+  /** Sent as x-request-id with the headers, then forgotten. */
+  requestId: string | undefined;
+
+  override writeHead(statusCode: number, statusMessage?: string, headers?: HeaderList): this;
+  override writeHead(statusCode: number, headers?: HeaderList): this;
+  override writeHead(statusCode: number, second?: string | HeaderList, third?: HeaderList): this {
+    const id = this.requestId;
+    const statusMessage = typeof second === "string" ? second : undefined;
+    let headers = typeof second === "string" ? third : second;
+    if (id !== undefined) {
+      this.requestId = undefined;
+      if (headers === undefined) this.setHeader("x-request-id", id);
+      else if (!Array.isArray(headers)) headers = { "x-request-id": id, ...headers };
+      else if (headers.length > 0 && Array.isArray(headers[0])) headers = [...headers, ["x-request-id", id]] as OutgoingHttpHeader[];
+      else headers = [...headers, "x-request-id", id];
+    }
+    return statusMessage === undefined ? super.writeHead(statusCode, headers) : super.writeHead(statusCode, statusMessage, headers);
+  }
 }
 
 /**
@@ -60,7 +91,8 @@ export function createPlatformHandler(deps: PlatformHandlerDeps): NodeHandler {
     const incomingId = req.headers["x-request-id"];
     const requestId =
       typeof incomingId === "string" && safeRequestId.test(incomingId) ? incomingId : `${requestIdPrefix}-${(++requestCounter).toString(36)}`;
-    res.setHeader("x-request-id", requestId);
+    if (res instanceof PlatformResponse) res.requestId = requestId;
+    else res.setHeader("x-request-id", requestId);
     let route = "unmatched";
     let protocol = "http";
     // "finish" comes once per response; `on` spares the wrapper `once` binds on every request.

@@ -109,8 +109,8 @@ export function createLoggers(level: string, destination?: DestinationStream): L
       ? () => {}
       : (reqId, method, route, protocol, status, ms) => {
           out.write(
-            `{"level":${infoLevel},"time":${Date.now()},"service":"gatehouse","reqId":${JSON.stringify(reqId)},"method":${JSON.stringify(method)},` +
-              `"route":${JSON.stringify(route)},"protocol":${JSON.stringify(protocol)},"status":${status},"ms":${ms},"msg":"request"}\n`,
+            `{"level":${infoLevel},"time":${Date.now()},"service":"gatehouse","reqId":${JSON.stringify(reqId)},"method":${quoted(method)},` +
+              `"route":${quoted(route)},"protocol":${quoted(protocol)},"status":${status},"ms":${ms},"msg":"request"}\n`,
           );
         };
   return {
@@ -121,6 +121,21 @@ export function createLoggers(level: string, destination?: DestinationStream): L
       else base.flush();
     },
   };
+}
+
+/**
+ * JSON strings of the few values a request line repeats (methods, route
+ * patterns, protocols), each quoted once; a bounded number, so an unexpected
+ * variety is quoted every time rather than kept.
+ */
+const quotedValues = new Map<string, string>();
+function quoted(value: string): string {
+  let json = quotedValues.get(value);
+  if (json === undefined) {
+    json = JSON.stringify(value);
+    if (quotedValues.size < 4096) quotedValues.set(value, json);
+  }
+  return json;
 }
 
 function flushQuietly(stream: { flushSync(): void }): void {

@@ -21,26 +21,33 @@ interface Series {
  * prom-client metrics: prom-client hashes the label set on every increment and
  * observation, which on the cheapest requests cost more than the rest of the
  * bookkeeping together. The label sets are few (served routes x protocols x
- * statuses), so each one is found in a map by one string key and rendered in
- * the exposition format on scrape.
+ * statuses), so each one is found in nested maps and rendered in the
+ * exposition format on scrape.
  */
 export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "gatehouse_" });
-  const series = new Map<string, Series>();
+  const series: Series[] = [];
+  // route -> protocol -> status: the route and protocol strings are the same few objects on every
+  // request, so each lookup reuses their cached hashes (a joined key would be built and hashed anew).
+  const index = new Map<string, Map<string, Map<number, Series>>>();
 
   function seriesOf(route: string, protocol: string, status: number): Series {
-    const key = `${route}\u0000${protocol}\u0000${status}`;
-    let found = series.get(key);
+    let protocols = index.get(route);
+    if (!protocols) index.set(route, (protocols = new Map()));
+    let statuses = protocols.get(protocol);
+    if (!statuses) protocols.set(protocol, (statuses = new Map()));
+    let found = statuses.get(status);
     if (!found) {
       found = { route, protocol, status, count: 0, sum: 0, perBucket: new Float64Array(buckets.length + 1) };
-      series.set(key, found);
+      statuses.set(status, found);
+      series.push(found);
     }
     return found;
   }
 
   function render(): string {
-    const all = [...series.values()];
+    const all = series;
     const lines: string[] = [
       "# HELP gatehouse_requests_total Requests served, by route (RPC path or REST pattern), protocol and HTTP status.",
       "# TYPE gatehouse_requests_total counter",

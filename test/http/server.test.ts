@@ -67,6 +67,30 @@ describe("probes", () => {
     const generated = await server.call("/healthz", { headers: { "x-request-id": "bad id with spaces" } });
     expect(generated.headers.get("x-request-id")).toMatch(/^[0-9a-f]{8}-[0-9a-z]+$/);
   });
+
+  test("answers written every way carry it: REST, lean and stock Connect, errors, pages, browser calls", async () => {
+    const json = { "content-type": "application/json" };
+    const calls: [string, RequestInit][] = [
+      ["/healthz", {}],
+      ["/organization/nope/config", {}],
+      ["/healthz", { method: "POST" }],
+      ["/grpc.health.v1.Health/Check", { method: "POST", headers: json, body: "{}" }],
+      ["/grpc.health.v1.Health/Check", { method: "POST", headers: { ...json, "connect-timeout-ms": "5000" }, body: "{}" }],
+      ["/svc.v1.ConfigService/GetConfig", { method: "POST", headers: json, body: "{}" }],
+      ["/svc.v1.ConfigService/GetConfig", { method: "POST", headers: json, body: "{" }],
+      ["/no/such/thing", {}],
+      ["/metrics", {}],
+      ["/.well-known/jwks.json", {}],
+      ["/dashboard/", {}],
+      ["/identity/login/password", { method: "POST", headers: { ...json, origin: "https://app.example" }, body: "{}" }],
+    ];
+    for (const [i, [path, init]] of calls.entries()) {
+      const id = `every-way-${i}`;
+      const response = await server.call(path, { ...init, headers: { ...(init.headers as Record<string, string>), "x-request-id": id } });
+      await response.arrayBuffer();
+      expect({ path, status: response.status, id: response.headers.get("x-request-id") }).toEqual({ path, status: response.status, id });
+    }
+  });
 });
 
 describe("one implementation, every protocol", () => {
