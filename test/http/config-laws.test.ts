@@ -42,6 +42,20 @@ async function currentValue() {
 }
 
 /** What a plan of importing `document` over `state` must say. */
+/** The value as a YAML or JSON document carries it (no prototypes). */
+const asData = (value: unknown): unknown => JSON.parse(JSON.stringify(value));
+
+/** A plugin sent again unchanged, its config built without a prototype (a case fast-check found). */
+function sameConfigWithoutPrototype(): [State, State] {
+  const config = { required: false, forward_identity_header: "x-env" };
+  const plugin = { name: "rl-default", type: "session-auth", config };
+  const bare = { ...plugin, config: Object.assign(Object.create(null) as Record<string, unknown>, config) };
+  return [
+    { domains: [], plugins: [{ name: "p0", type: "api-key-auth", config: {} }, plugin], rules: [], routes: [] },
+    { domains: [], plugins: [bare], rules: [], routes: [] },
+  ] as unknown as [State, State];
+}
+
 function expectedPlan(state: State, document: State, strict: boolean) {
   const created: string[] = [];
   const updated: string[] = [];
@@ -51,7 +65,8 @@ function expectedPlan(state: State, document: State, strict: boolean) {
     for (const resource of document[kind]) {
       const before = state[kind].find((r) => r.name === resource.name);
       if (!before) created.push(resourceKey(kind, resource.name));
-      else if (!isDeepStrictEqual(before, resource)) updated.push(resourceKey(kind, resource.name));
+      // As data: the arbitraries may build an object without a prototype, which the document cannot tell apart.
+      else if (!isDeepStrictEqual(asData(before), asData(resource))) updated.push(resourceKey(kind, resource.name));
       else unchanged++;
     }
     if (strict) {
@@ -100,7 +115,7 @@ describe("laws of import and export", () => {
         expect(plannedChanges(plan)).toEqual(expectedPlan(s, d, false));
         expect((await currentValue()).value).toEqual(exported(overlay(s, d)));
       }),
-      { numRuns: runs },
+      { numRuns: runs, examples: [[sameConfigWithoutPrototype()]] },
     );
   });
 
