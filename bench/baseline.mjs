@@ -38,9 +38,27 @@ process.stderr.write(`servers up (raw pid ${raw.child.pid}, gatehouse pid ${gate
 
 const check = "/grpc.health.v1.Health/Check";
 const scenarios = [
-  { name: "raw node:http", url: `http://127.0.0.1:${rawPort}/`, method: "POST", headers: { "content-type": "application/json" }, body: "{}" },
-  { name: "Connect JSON (lean path)", url: gatehouse.url + check, method: "POST", headers: { "content-type": "application/json" }, body: "{}" },
-  { name: "Connect binary (lean path)", url: gatehouse.url + check, method: "POST", headers: { "content-type": "application/proto" }, body: "" },
+  {
+    name: "raw node:http",
+    url: `http://127.0.0.1:${rawPort}/`,
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: "{}",
+  },
+  {
+    name: "Connect JSON (lean path)",
+    url: gatehouse.url + check,
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: "{}",
+  },
+  {
+    name: "Connect binary (lean path)",
+    url: gatehouse.url + check,
+    method: "POST",
+    headers: { "content-type": "application/proto" },
+    body: "",
+  },
   {
     // A Connect-Timeout-Ms header makes the request take the stock connect-node handler.
     name: "Connect JSON (stock handler)",
@@ -83,5 +101,8 @@ try {
   await gatehouse.stop();
   await raw.stop();
 }
-printTable(`Health/Check baseline (server on one core, medians of ${rounds} rounds of ${duration} s runs, ${join("bench", "baseline.mjs")})`, rows);
+printTable(
+  `Health/Check baseline (server on one core, medians of ${rounds} rounds of ${duration} s runs, ${join("bench", "baseline.mjs")})`,
+  rows,
+);
 void root;

@@ -124,8 +124,6 @@ async function getOk(server) {
   return text;
 }
 
-
-
 /** CPU seconds the server process has used so far (all threads), or null where /proc does not tell. */
 function cpuSeconds(server) {
   try {

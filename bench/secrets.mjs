@@ -145,7 +145,6 @@ function bareRsa(privateKey, ciphertext, durationMs = 3000) {
   return { rate: done / ((performance.now() - started) / 1000), cpuMs: (used.user + used.system) / 1000 / done };
 }
 
-
 /**
  * Does RSA decryption on the event loop hurt? A tiny HTTP server in this process
  * answers probes every 5 ms while 8 decryptions stay in flight, done either inline
@@ -233,14 +232,18 @@ function retrieveCryptoFloor(clientPem, count) {
 }
 
 async function main() {
-  console.log(`bench/secrets: ${seconds} s per run, ${connections} connections, ${availableParallelism()} cores, Node ${process.version}, SQLite`);
+  console.log(
+    `bench/secrets: ${seconds} s per run, ${connections} connections, ${availableParallelism()} cores, Node ${process.version}, SQLite`,
+  );
   const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 4096 });
   const bareCiphertext = publicEncrypt({ key: publicKey, ...oaep }, Buffer.from("x".repeat(64)));
 
   console.log("\nRSA-4096 decryption on the event loop vs the worker pool (probe p99 while decrypting):");
   const impact = await eventLoopImpact(privateKey, bareCiphertext);
   for (const [label, r] of Object.entries(impact)) {
-    console.log(`  ${label.padEnd(7)} probe p99 ${fmt(r.probeP99, 1).padStart(6)} ms${label === "idle" ? "" : `   decryptions ${fmt(r.decryptsPerSecond).padStart(4)}/s`}`);
+    console.log(
+      `  ${label.padEnd(7)} probe p99 ${fmt(r.probeP99, 1).padStart(6)} ms${label === "idle" ? "" : `   decryptions ${fmt(r.decryptsPerSecond).padStart(4)}/s`}`,
+    );
   }
 
   const server = await startServer();
@@ -263,12 +266,22 @@ async function main() {
     // The client's temporary key, as `gatehouse secrets pull` makes it.
     const client = generateKeyPairSync("rsa", { modulusLength: 3072 }).publicKey.export({ type: "spki", format: "pem" });
     const writeBodies = Array.from({ length: 64 }, (_, i) =>
-      JSON.stringify({ name: `WRITE_${i}`, environment: "bench-writes", encrypted_value: seal(pem, `written-${i}`), sealed: true, tags: [] }),
+      JSON.stringify({
+        name: `WRITE_${i}`,
+        environment: "bench-writes",
+        encrypted_value: seal(pem, `written-${i}`),
+        sealed: true,
+        tags: [],
+      }),
     );
 
     // Warm-up: JIT, the key caches, SQLite pages.
     await load(server, { path: "/grpc.health.v1.Health/Check", body: "{}", bearer: null, duration: 2 });
-    await load(server, { path: `/organization/${org}/secrets/retrieve`, body: JSON.stringify({ environment: "bench-10", public_key_pem: client }), duration: 2 });
+    await load(server, {
+      path: `/organization/${org}/secrets/retrieve`,
+      body: JSON.stringify({ environment: "bench-10", public_key_pem: client }),
+      duration: 2,
+    });
 
     const results = {};
     results.baseline = await load(server, { path: "/grpc.health.v1.Health/Check", body: "{}", bearer: null });
@@ -299,13 +312,17 @@ async function main() {
       const cpu = r.cpuMs === null ? "" : `${fmt(r.cpuMs, 2).padStart(19)} ${fmt(r.mainMs, 2).padStart(11)}`;
       console.log(`  ${label.padEnd(24)} ${fmt(r.rps).padStart(7)} ${fmt(r.p99).padStart(8)}   ${fmt(ratio, 2).padStart(5)} ${of} ${cpu}`);
     }
-    console.log(`  ${"bare RSA-4096 decrypt".padEnd(24)} ${fmt(bare).padStart(7)}        -       (one thread)  ${fmt(bareCpuMs, 2).padStart(19)}`);
+    console.log(
+      `  ${"bare RSA-4096 decrypt".padEnd(24)} ${fmt(bare).padStart(7)}        -       (one thread)  ${fmt(bareCpuMs, 2).padStart(19)}`,
+    );
     if (results.write.mainMs !== null) {
       // With the decryption on a worker, a write needs the event loop for mainMs and a
       // core for the RSA: on an otherwise idle machine the slower of the two sets the pace.
       const projected = bareCpuMs / Math.max(results.write.mainMs, bareCpuMs);
       const retrieveProjected = results.baseline.cpuMs / results["retrieve 10"].cpuMs;
-      console.log(`\nCPU-bound projection (idle machine): write ${fmt(projected, 2)} x bare RSA; retrieve 10 ${fmt(retrieveProjected, 2)} x baseline`);
+      console.log(
+        `\nCPU-bound projection (idle machine): write ${fmt(projected, 2)} x bare RSA; retrieve 10 ${fmt(retrieveProjected, 2)} x baseline`,
+      );
     }
     // The cryptography a retrieve of 10 cannot skip, timed here on the same machine:
     // ten AES-GCM opens of values at rest, a fresh AES key and IV, the AES-GCM seal
@@ -321,7 +338,9 @@ async function main() {
     }
     const retrieve10 = results["retrieve 10"].rps / baseline;
     const write = results.write.rps / bare;
-    console.log(`\ntargets: retrieve 10 ${fmt(retrieve10, 2)} (>= 0.4) ${retrieve10 >= 0.4 ? "met" : "MISSED"}; write ${fmt(write, 2)} (>= 0.7) ${write >= 0.7 ? "met" : "MISSED"}`);
+    console.log(
+      `\ntargets: retrieve 10 ${fmt(retrieve10, 2)} (>= 0.4) ${retrieve10 >= 0.4 ? "met" : "MISSED"}; write ${fmt(write, 2)} (>= 0.7) ${write >= 0.7 ? "met" : "MISSED"}`,
+    );
   } finally {
     await server.stop();
   }

@@ -259,7 +259,11 @@ async function main(argv) {
   if (!check && !name) usage();
   let slug = "";
   if (!check) {
-    slug = name.trim().toLowerCase().replace(/[^a-z0-9]+/g, "_").replace(/^_+|_+$/g, "");
+    slug = name
+      .trim()
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, "_")
+      .replace(/^_+|_+$/g, "");
     if (!slug) usage(`not a usable migration name: ${name}`);
   }
 

@@ -1,4 +1,4 @@
-// `npm test`: typecheck, build what the spawned-server tests run, make sure the
+// `npm test`: typecheck, lint and format check, build what the spawned-server tests run, make sure the
 // browser the browser tests drive is installed, then jest.
 // TEST_DATABASE_URL=postgresql://... runs the same suite against PostgreSQL.
 import { spawnSync } from "node:child_process";
@@ -24,6 +24,7 @@ function step(label, command, args, env = {}) {
 
 const database = process.env.TEST_DATABASE_URL?.startsWith("postgres") ? "PostgreSQL" : "SQLite";
 step("typecheck", bin("tsc"), ["--noEmit", "-p", "tsconfig.json"]);
+step("lint and format", bin("biome"), ["check", "."]);
 step("build", process.execPath, [join(root, "scripts/build.mjs")]);
 // The browser tests drive Debian's chromium: installed here, once, before jest's workers start.
 step("chromium", process.execPath, [join(root, "scripts/ensure-chromium.mjs")]);

@@ -27,9 +27,7 @@ export interface Config {
   credentialCacheMs: number;
 }
 
-export type DatabaseConfig =
-  | { provider: "sqlite"; file: string }
-  | { provider: "postgresql"; url: string };
+export type DatabaseConfig = { provider: "sqlite"; file: string } | { provider: "postgresql"; url: string };
 
 type Env = Record<string, string | undefined>;
 
@@ -98,12 +96,7 @@ function readPort(env: Env, name: string, fallback: number, problems: { field: s
   return value;
 }
 
-function readPublicUrl(
-  raw: string | undefined,
-  host: string,
-  port: number,
-  problems: { field: string; description: string }[],
-): string {
+function readPublicUrl(raw: string | undefined, host: string, port: number, problems: { field: string; description: string }[]): string {
   const fallback = `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
   if (!raw?.trim()) return fallback;
   try {

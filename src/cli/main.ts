@@ -22,7 +22,6 @@ Usage:
 Operator commands act on the data store directly (DATABASE_URL, GATEHOUSE_DATA_DIR), never through the API.
 ${settingsUsage}${secretsUsage}`;
 
-
 /** Runs the command line; returns the exit code. */
 export async function main(argv: string[]): Promise<number> {
   let args: ParsedArgs;
@@ -135,7 +134,13 @@ const orgsList: Command = async (args) =>
   withApp(async (app) => {
     const orgs = await createTenancyStore(app.database.client).listOrganizations();
     if (args.switches.has("json")) {
-      process.stdout.write(`${JSON.stringify(orgs.map((o) => ({ organization_id: o.id, name: o.name, created_at: o.createdAt })), null, 2)}\n`);
+      process.stdout.write(
+        `${JSON.stringify(
+          orgs.map((o) => ({ organization_id: o.id, name: o.name, created_at: o.createdAt })),
+          null,
+          2,
+        )}\n`,
+      );
     } else {
       for (const o of orgs) process.stdout.write(`${o.id}  ${o.name}  ${o.createdAt.toISOString()}\n`);
     }

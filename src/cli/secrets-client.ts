@@ -65,7 +65,8 @@ export function secretsClientConfig(env: NodeJS.ProcessEnv = process.env): Secre
   if (!organizationId) missing.push("GATEHOUSE_ORG (the organisation id)");
   if (missing.length > 0) throw new Error(`set ${missing.join(" and ")}; GATEHOUSE_URL defaults to http://127.0.0.1:8080`);
   const baseUrl = (env.GATEHOUSE_URL?.trim() || "http://127.0.0.1:8080").replace(/\/+$/, "");
-  if (!/^https?:\/\//.test(baseUrl)) throw new Error(`GATEHOUSE_URL must be an http(s) address such as https://gatehouse.example.com, got "${baseUrl}"`);
+  if (!/^https?:\/\//.test(baseUrl))
+    throw new Error(`GATEHOUSE_URL must be an http(s) address such as https://gatehouse.example.com, got "${baseUrl}"`);
   return { baseUrl, apiKey, organizationId, pinnedKeyId: env.GATEHOUSE_SECRETS_KEY_ID?.trim() || undefined };
 }
 
@@ -97,10 +98,14 @@ export function createSecretsClient(config: SecretsClientConfig) {
   async function organizationKey(): Promise<KeyObject> {
     const answer = await call<{ public_key_pem: string; key_id: string }>("GET", `${base}/public-key`);
     const key = createPublicKey(answer.public_key_pem);
-    const keyId = createHash("sha256").update(key.export({ type: "spki", format: "der" })).digest("hex");
+    const keyId = createHash("sha256")
+      .update(key.export({ type: "spki", format: "der" }))
+      .digest("hex");
     if (keyId !== answer.key_id) throw new Error("the organisation key does not match its key_id: refusing to seal to it");
     if (config.pinnedKeyId && config.pinnedKeyId !== keyId) {
-      throw new Error(`the organisation key ${keyId} is not the pinned GATEHOUSE_SECRETS_KEY_ID ${config.pinnedKeyId}: refusing to seal to it`);
+      throw new Error(
+        `the organisation key ${keyId} is not the pinned GATEHOUSE_SECRETS_KEY_ID ${config.pinnedKeyId}: refusing to seal to it`,
+      );
     }
     return key;
   }
@@ -155,7 +160,10 @@ export function sealValue(organizationKey: KeyObject, value: Buffer): string {
 }
 
 /** Opens a retrieve answer: RSA-OAEP-SHA-256 unwraps the AES key, which opens IV || ciphertext || tag. */
-export function openRetrieval(privateKey: KeyObject, answer: { encrypted_secrets: string; encrypted_key: string }): { secrets: SecretWithValue[] } {
+export function openRetrieval(
+  privateKey: KeyObject,
+  answer: { encrypted_secrets: string; encrypted_key: string },
+): { secrets: SecretWithValue[] } {
   const aesKey = privateDecrypt({ key: privateKey, ...oaep }, Buffer.from(answer.encrypted_key, "base64"));
   const sealed = Buffer.from(answer.encrypted_secrets, "base64");
   const decipher = createDecipheriv("aes-256-gcm", aesKey, sealed.subarray(0, 12));

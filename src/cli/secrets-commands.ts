@@ -51,7 +51,10 @@ const set: Command = async (args) => {
   const stored = await client().set({ name, environment, value, tags: many(args, "tag") });
   value.fill(0);
   if (args.switches.has("json")) process.stdout.write(`${JSON.stringify(stored, null, 2)}\n`);
-  else process.stdout.write(`stored ${stored.name} in ${stored.environment}: version ${stored.version}${stored.tags.length ? ` [${stored.tags.join(", ")}]` : ""}\n`);
+  else
+    process.stdout.write(
+      `stored ${stored.name} in ${stored.environment}: version ${stored.version}${stored.tags.length ? ` [${stored.tags.join(", ")}]` : ""}\n`,
+    );
   return 0;
 };
 
@@ -86,7 +89,9 @@ const remove: Command = async (args) => {
 const run: Command = async (args) => {
   const [command, ...commandArgs] = args.rest;
   if (args.positionals.length > 1) {
-    throw new UsageError(`put the command after --: gatehouse run --env ${args.flags.get("env")?.at(-1) ?? "ENV"} -- ${args.positionals.slice(1).join(" ")} ...`);
+    throw new UsageError(
+      `put the command after --: gatehouse run --env ${args.flags.get("env")?.at(-1) ?? "ENV"} -- ${args.positionals.slice(1).join(" ")} ...`,
+    );
   }
   if (!command) throw new UsageError("run needs the command after --, e.g. gatehouse run --env production -- node server.js");
   const secrets = await client().pull({ environment: requireFlag(args, "env"), names: many(args, "name"), tags: many(args, "tag") });
@@ -108,7 +113,16 @@ function formatTable(secrets: SecretMetadata[]): string {
   if (secrets.length === 0) return "";
   const rows = [["NAME", "VERSION", "UPDATED", "TAGS"], ...secrets.map((s) => [s.name, String(s.version), s.updated_at, s.tags.join(",")])];
   const widths = [0, 1, 2].map((i) => Math.max(...rows.map((r) => (r[i] as string).length)));
-  return rows.map((r) => r.map((cell, i) => (i < 3 ? cell.padEnd(widths[i] as number) : cell)).join("  ").trimEnd()).join("\n") + "\n";
+  return (
+    rows
+      .map((r) =>
+        r
+          .map((cell, i) => (i < 3 ? cell.padEnd(widths[i] as number) : cell))
+          .join("  ")
+          .trimEnd(),
+      )
+      .join("\n") + "\n"
+  );
 }
 
 function formatJson(secrets: SecretWithValue[]): string {

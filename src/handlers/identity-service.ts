@@ -124,10 +124,14 @@ export function createIdentityService(deps: AppDeps): Partial<ServiceImpl<typeof
     ...createPasskeyRpcs(deps, { identity, callerOf }),
 
     registerPassword: (req, ctx) =>
-      withFieldNames(ctx, async () => signedIn(await identity.registerPassword(callerOf(ctx), { identifier: req.identifier, password: req.password }))),
+      withFieldNames(ctx, async () =>
+        signedIn(await identity.registerPassword(callerOf(ctx), { identifier: req.identifier, password: req.password })),
+      ),
 
     loginPassword: (req, ctx) =>
-      withFieldNames(ctx, async () => signedIn(await identity.loginPassword(callerOf(ctx), { identifier: req.identifier, password: req.password }))),
+      withFieldNames(ctx, async () =>
+        signedIn(await identity.loginPassword(callerOf(ctx), { identifier: req.identifier, password: req.password })),
+      ),
 
     async resetPassword(req, ctx) {
       return identity.resetPassword(callerOf(ctx), {

@@ -149,7 +149,11 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
       };
     }
 
-    const key = await cached(hash, () => deps.store.findOrganizationKeyByHash(hash), (k) => !k.revokedAt);
+    const key = await cached(
+      hash,
+      () => deps.store.findOrganizationKeyByHash(hash),
+      (k) => !k.revokedAt,
+    );
     const expected = kind === "pk" ? "publishable" : "secret";
     if (!key || key.kind !== expected || !constantTimeEqual(key.hash, hash)) {
       throw unauthenticated("credential_unknown", `unknown ${expected} key`);

@@ -51,7 +51,11 @@ const healthAnswer = (json: JsonObject): RestAnswer => {
   const status = typeof json.status === "string" ? json.status : "UNKNOWN";
   let answer = healthAnswers.get(status);
   if (!answer) {
-    answer = { status: status === "SERVING" ? 200 : 503, headers: { "content-type": "application/json" }, body: JSON.stringify({ status }) };
+    answer = {
+      status: status === "SERVING" ? 200 : 503,
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ status }),
+    };
     healthAnswers.set(status, answer);
   }
   return answer;
@@ -144,8 +148,7 @@ export const restRoutes: RestRoute[] = [
     method: "POST",
     pattern: "/v1/identity/reset-password",
     // {identifier} (secret key) requests a token; {token, new_password} spends it.
-    rpc: (body) =>
-      "identifier" in body ? IdentityService.method.requestPasswordReset : IdentityService.method.completePasswordReset,
+    rpc: (body) => ("identifier" in body ? IdentityService.method.requestPasswordReset : IdentityService.method.completePasswordReset),
     body: "json",
   },
 ];

@@ -118,12 +118,17 @@ export function createRestShim(deps: RestShimDeps) {
       init[spec.yamlField ?? "yaml"] = raw.toString("utf8");
     } else if (raw.length > 0) {
       if (type !== "application/json") {
-        throw new DomainError("invalid_argument", "unsupported_media_type", `Content-Type must be application/json, got "${type || "none"}"`);
+        throw new DomainError(
+          "invalid_argument",
+          "unsupported_media_type",
+          `Content-Type must be application/json, got "${type || "none"}"`,
+        );
       }
       init = parseJsonObject(raw);
       for (const [alias, field] of Object.entries(spec.aliases ?? {})) {
         if (alias in init) {
-          if (field in init) throw new DomainError("invalid_argument", "malformed_request", `send either "${alias}" or "${field}", not both`);
+          if (field in init)
+            throw new DomainError("invalid_argument", "malformed_request", `send either "${alias}" or "${field}", not both`);
           init[field] = init[alias] as JsonValue;
           delete init[alias];
         }
@@ -140,7 +145,8 @@ export function createRestShim(deps: RestShimDeps) {
     for (const [name, param] of query ? Object.entries(spec.query ?? {}) : []) {
       const values = query?.getAll(name) ?? [];
       if (values.length === 0) continue;
-      if (values.length > 1) throw new DomainError("invalid_argument", "malformed_request", `query parameter "${name}" is given more than once`);
+      if (values.length > 1)
+        throw new DomainError("invalid_argument", "malformed_request", `query parameter "${name}" is given more than once`);
       const value = values[0] ?? "";
       if (param.kind === "boolean") {
         if (value !== "true" && value !== "false") {
@@ -148,7 +154,10 @@ export function createRestShim(deps: RestShimDeps) {
         }
         init[param.field] = value === "true";
       } else if (param.kind === "list") {
-        init[param.field] = value.split(",").map((v) => v.trim()).filter((v) => v.length > 0);
+        init[param.field] = value
+          .split(",")
+          .map((v) => v.trim())
+          .filter((v) => v.length > 0);
       } else {
         init[param.field] = value;
       }
@@ -158,7 +167,11 @@ export function createRestShim(deps: RestShimDeps) {
       if (ifMatch !== undefined && ifMatch.trim() !== "*") {
         const match = /^\s*(?:W\/)?"(\d{1,9})"\s*$/.exec(ifMatch);
         if (!match) {
-          throw new DomainError("invalid_argument", "malformed_request", `If-Match must be a revision ETag such as "7" (with the quotes), got ${ifMatch}`);
+          throw new DomainError(
+            "invalid_argument",
+            "malformed_request",
+            `If-Match must be a revision ETag such as "7" (with the quotes), got ${ifMatch}`,
+          );
         }
         init[spec.ifMatchField] = Number(match[1]);
       }
@@ -243,6 +256,7 @@ function parseJsonObject(raw: Buffer): JsonObject {
 function describeJsonError(error: unknown): string {
   const text = error instanceof Error ? error.message : String(error);
   // protobuf-es: 'cannot decode message svc.v1.X from JSON: key "foo" is unknown'
-  return text.replace(/cannot decode (message|field) svc\.v1\.\w+(\.\w+)? from JSON: /, "").replace(/^key "(.+)" is unknown$/, 'unknown field "$1"');
+  return text
+    .replace(/cannot decode (message|field) svc\.v1\.\w+(\.\w+)? from JSON: /, "")
+    .replace(/^key "(.+)" is unknown$/, 'unknown field "$1"');
 }
-

@@ -43,7 +43,10 @@ const safeRequestId = /^[A-Za-z0-9._:-]{1,64}$/;
 export const peerAddressHeader = "x-gatehouse-peer";
 
 /** Replaces any client-sent peer header with the socket's remote address. */
-export function stampPeerAddress(req: { headers: Record<string, string | string[] | undefined>; socket?: { remoteAddress?: string | undefined } | null }): void {
+export function stampPeerAddress(req: {
+  headers: Record<string, string | string[] | undefined>;
+  socket?: { remoteAddress?: string | undefined } | null;
+}): void {
   // Only when sent: deleting a property that is not there still costs the object its fast layout.
   if (req.headers[peerAddressHeader] !== undefined) delete req.headers[peerAddressHeader];
   const address = req.socket?.remoteAddress;
@@ -90,7 +93,9 @@ export function createPlatformHandler(deps: PlatformHandlerDeps): NodeHandler {
     stampPeerAddress(req);
     const incomingId = req.headers["x-request-id"];
     const requestId =
-      typeof incomingId === "string" && safeRequestId.test(incomingId) ? incomingId : `${requestIdPrefix}-${(++requestCounter).toString(36)}`;
+      typeof incomingId === "string" && safeRequestId.test(incomingId)
+        ? incomingId
+        : `${requestIdPrefix}-${(++requestCounter).toString(36)}`;
     if (res instanceof PlatformResponse) res.requestId = requestId;
     else res.setHeader("x-request-id", requestId);
     let route = "unmatched";

@@ -34,9 +34,15 @@ export function createMetrics() {
 
   function seriesOf(route: string, protocol: string, status: number): Series {
     let protocols = index.get(route);
-    if (!protocols) index.set(route, (protocols = new Map()));
+    if (!protocols) {
+      protocols = new Map();
+      index.set(route, protocols);
+    }
     let statuses = protocols.get(protocol);
-    if (!statuses) protocols.set(protocol, (statuses = new Map()));
+    if (!statuses) {
+      statuses = new Map();
+      protocols.set(protocol, statuses);
+    }
     let found = statuses.get(status);
     if (!found) {
       found = { route, protocol, status, count: 0, sum: 0, perBucket: new Float64Array(buckets.length + 1) };

@@ -88,7 +88,8 @@ async function createClient(config: DatabaseConfig): Promise<{ client: Db; adapt
       connect: async () => {
         const opened = await factory.connect();
         const connection = connectionOf(opened);
-        if (!connection) throw new Error("the SQLite adapter no longer keeps its connection where this version expects (see sqlite-transactions.ts)");
+        if (!connection)
+          throw new Error("the SQLite adapter no longer keeps its connection where this version expects (see sqlite-transactions.ts)");
         cacheStatements(connection);
         isolateTransactions(opened, connection);
         connected = opened;

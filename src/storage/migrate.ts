@@ -35,15 +35,10 @@ const SQLITE_BUSY_TIMEOUT_MS = 15_000;
  * Migrations applied by a newer release (recorded, unknown here, after all of ours) are
  * tolerated so that an older instance can still start during a rolling deploy.
  */
-export async function applyMigrations(
-  target: MigrationTarget,
-  options: { migrationsDir?: string } = {},
-): Promise<string[]> {
+export async function applyMigrations(target: MigrationTarget, options: { migrationsDir?: string } = {}): Promise<string[]> {
   const dir = options.migrationsDir ?? join(packageRoot(), "prisma", target.provider, "migrations");
   const migrations = readMigrations(dir);
-  return target.provider === "sqlite"
-    ? applySqlite(target.file, migrations, dir)
-    : applyPostgres(target.url, migrations, dir);
+  return target.provider === "sqlite" ? applySqlite(target.file, migrations, dir) : applyPostgres(target.url, migrations, dir);
 }
 
 // ---------------------------------------------------------------- migrations on disk
@@ -97,14 +92,14 @@ function pendingMigrations(migrations: Migration[], applied: AppliedMigration[],
         );
       }
     } else if (lastOnDisk !== undefined && compareNames(record.name, lastOnDisk) < 0) {
-      throw new Error(
-        `Refusing to start: migration "${record.name}" is recorded as applied in ${TABLE} ` +
-          `but is missing from ${dir}.`,
-      );
+      throw new Error(`Refusing to start: migration "${record.name}" is recorded as applied in ${TABLE} ` + `but is missing from ${dir}.`);
     }
   }
   const appliedNames = new Set(applied.map((a) => a.name));
-  const lastApplied = applied.map((a) => a.name).sort(compareNames).at(-1);
+  const lastApplied = applied
+    .map((a) => a.name)
+    .sort(compareNames)
+    .at(-1);
   const pending = migrations.filter((m) => !appliedNames.has(m.name));
   const early = pending.find((m) => lastApplied !== undefined && compareNames(m.name, lastApplied) < 0);
   if (early && lastApplied !== undefined) {
@@ -205,10 +200,7 @@ async function applyPostgres(url: string, migrations: Migration[], dir: string):
         try {
           // No parameters: the simple query protocol, which accepts a multi-statement script.
           await client.query(migration.sql);
-          await client.query(`INSERT INTO "${TABLE}" ("name", "checksum") VALUES ($1, $2)`, [
-            migration.name,
-            migration.checksum,
-          ]);
+          await client.query(`INSERT INTO "${TABLE}" ("name", "checksum") VALUES ($1, $2)`, [migration.name, migration.checksum]);
           await client.query("COMMIT");
         } catch (error) {
           await client.query("ROLLBACK").catch(() => {});

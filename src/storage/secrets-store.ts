@@ -64,7 +64,14 @@ export interface SecretsStore {
     key: { organizationId: string; environment: string; name: string },
     change: { tags: string[]; updatedAt: Date },
   ): Promise<SecretRecord | null>;
-  insertVersion(version: { secretId: string; version: number; ciphertext: Buffer; tags: string[]; actor: string; createdAt: Date }): Promise<void>;
+  insertVersion(version: {
+    secretId: string;
+    version: number;
+    ciphertext: Buffer;
+    tags: string[];
+    actor: string;
+    createdAt: Date;
+  }): Promise<void>;
   /** Deletes the versions of a secret older than `keepFrom`. */
   pruneVersions(secretId: string, keepFrom: number): Promise<void>;
   /** An environment's secrets (order unspecified). */
@@ -211,9 +218,7 @@ export function createSecretsStore(db: Db | Tx): SecretsStore {
       const rows = await db.secretAuditEvent.findMany({
         where: {
           organizationId,
-          ...(after
-            ? { OR: [{ createdAt: { lt: after.createdAt } }, { createdAt: after.createdAt, id: { lt: after.id } }] }
-            : {}),
+          ...(after ? { OR: [{ createdAt: { lt: after.createdAt } }, { createdAt: after.createdAt, id: { lt: after.id } }] } : {}),
         },
         orderBy: [{ createdAt: "desc" }, { id: "desc" }],
         take: limit,

@@ -60,7 +60,13 @@ export interface TenancyStore {
   listApiKeys(organizationId: string): Promise<(ApiKeyRecord & { role: Role; accountName: string })[]>;
   revokeApiKey(id: string, at: Date): Promise<boolean>;
   touchApiKey(id: string, at: Date): Promise<void>;
-  createOrganizationKey(key: { id: string; organizationId: string; kind: OrganizationKeyKind; prefix: string; hash: string }): Promise<void>;
+  createOrganizationKey(key: {
+    id: string;
+    organizationId: string;
+    kind: OrganizationKeyKind;
+    prefix: string;
+    hash: string;
+  }): Promise<void>;
   findOrganizationKeyByHash(hash: string): Promise<OrganizationKeyRecord | null>;
   revokeOrganizationKeys(organizationId: string, kind: OrganizationKeyKind, at: Date): Promise<number>;
   touchOrganizationKey(id: string, at: Date): Promise<void>;
@@ -76,8 +82,7 @@ export function createTenancyStore(db: Db | Tx): TenancyStore {
       await db.organization.create({ data: org });
     },
     findOrganization: (id) => db.organization.findUnique({ where: { id }, select: { id: true, name: true, createdAt: true } }),
-    listOrganizations: () =>
-      db.organization.findMany({ select: { id: true, name: true, createdAt: true }, orderBy: { createdAt: "asc" } }),
+    listOrganizations: () => db.organization.findMany({ select: { id: true, name: true, createdAt: true }, orderBy: { createdAt: "asc" } }),
     async createAccount(account) {
       await db.account.create({ data: account });
     },

@@ -18,9 +18,14 @@ function bufCurl(protocol: "connect" | "grpc", url: string, bearer: string, body
   const args = ["curl", "--schema", "proto", "--protocol", protocol, "-H", `Authorization: Bearer ${bearer}`, "-d", JSON.stringify(body)];
   if (protocol === "grpc") args.push("--http2-prior-knowledge");
   return new Promise<{ status: number; stdout: string; stderr: string }>((resolve) => {
-    execFile(join(process.cwd(), "node_modules", ".bin", "buf"), [...args, url], { encoding: "utf8", timeout: 60_000 }, (error, stdout, stderr) => {
-      resolve({ status: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr });
-    });
+    execFile(
+      join(process.cwd(), "node_modules", ".bin", "buf"),
+      [...args, url],
+      { encoding: "utf8", timeout: 60_000 },
+      (error, stdout, stderr) => {
+        resolve({ status: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 

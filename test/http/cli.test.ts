@@ -78,7 +78,9 @@ describe("gatehouse serve", () => {
     try {
       expect(second.output()).not.toContain("gk_");
       expect(second.output()).not.toContain("shown ONCE");
-      expect((await fetch(`${second.url}/organization/${org}/config`, { headers: { authorization: `Bearer ${key}` } })).status).not.toBe(401);
+      expect((await fetch(`${second.url}/organization/${org}/config`, { headers: { authorization: `Bearer ${key}` } })).status).not.toBe(
+        401,
+      );
     } finally {
       expect(await second.stop()).toBe(0);
     }

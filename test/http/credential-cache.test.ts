@@ -77,9 +77,7 @@ test("removing an account's membership is announced: its key gets 404 for that o
   const key = await createApiKey(first, "member");
   expect((await getConfig(first, key.apiKey)).status).toBe(200);
   expect((await getConfig(second, key.apiKey)).status).toBe(200);
-  const record = await createTenancyStore(first.app.database.client).findApiKeyByHash(
-    hashToken(key.apiKey),
-  );
+  const record = await createTenancyStore(first.app.database.client).findApiKeyByHash(hashToken(key.apiKey));
   await createDashboardStore(first.app.database.client).removeMembership(org(), record?.accountId ?? "");
   await first.app.credentialsChanged();
   expect((await getConfig(first, key.apiKey)).status).toBe(404);
@@ -91,9 +89,7 @@ test("a key is never hidden by an earlier refusal: a membership added after a 40
   const key = await createApiKey(first, "member");
   const refused = await first.call(`/organization/${other.organizationId}/config`, { bearer: key.apiKey });
   expect(refused.status).toBe(404);
-  const record = await createTenancyStore(first.app.database.client).findApiKeyByHash(
-    hashToken(key.apiKey),
-  );
+  const record = await createTenancyStore(first.app.database.client).findApiKeyByHash(hashToken(key.apiKey));
   await createTenancyStore(first.app.database.client).addMembership({
     organizationId: other.organizationId,
     accountId: record?.accountId ?? "",

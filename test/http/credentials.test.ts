@@ -51,7 +51,13 @@ function credentialCases(valid: () => string, wrongKind: () => string): Case[] {
   return [
     { name: "no credential", status: 401, code: "unauthenticated", reason: "credential_missing" },
     { name: "malformed credential", bearer: "not-a-key", status: 401, code: "unauthenticated", reason: "credential_malformed" },
-    { name: "unknown credential", bearer: () => unknownKey(valid().slice(0, 2)), status: 401, code: "unauthenticated", reason: "credential_unknown" },
+    {
+      name: "unknown credential",
+      bearer: () => unknownKey(valid().slice(0, 2)),
+      status: 401,
+      code: "unauthenticated",
+      reason: "credential_unknown",
+    },
     { name: "credential of the wrong kind", bearer: wrongKind, status: 403, code: "permission_denied", reason: "wrong_credential_kind" },
   ];
 }
@@ -94,7 +100,13 @@ describe.each([
         () => server.credentials.api_key,
         () => server.credentials.publishable_key,
       ),
-      { name: "member without the admin role", bearer: () => memberKey, status: 403, code: "permission_denied", reason: "role_insufficient" },
+      {
+        name: "member without the admin role",
+        bearer: () => memberKey,
+        status: 403,
+        code: "permission_denied",
+        reason: "role_insufficient",
+      },
       {
         name: "admin of another organisation",
         bearer: () => other.adminKey,
@@ -106,7 +118,8 @@ describe.each([
   },
   {
     area: "publishable key (IdentityService.RegisterPassword)",
-    connect: ((bearer) => connectCall(server, "/svc.v1.IdentityService/RegisterPassword", { identifier: "a@example.com", password: "x" }, bearer)) as Front,
+    connect: ((bearer) =>
+      connectCall(server, "/svc.v1.IdentityService/RegisterPassword", { identifier: "a@example.com", password: "x" }, bearer)) as Front,
     rest: ((bearer) =>
       server.call("/identity/register/password", {
         method: "POST",
@@ -119,12 +132,19 @@ describe.each([
         () => server.credentials.publishable_key,
         () => server.credentials.secret_key,
       ),
-      { name: "an API key", bearer: () => server.credentials.api_key, status: 403, code: "permission_denied", reason: "wrong_credential_kind" },
+      {
+        name: "an API key",
+        bearer: () => server.credentials.api_key,
+        status: 403,
+        code: "permission_denied",
+        reason: "wrong_credential_kind",
+      },
     ],
   },
   {
     area: "secret key (IdentityService.GenerateMagicLink)",
-    connect: ((bearer) => connectCall(server, "/svc.v1.IdentityService/GenerateMagicLink", { identifier: "a@example.com" }, bearer)) as Front,
+    connect: ((bearer) =>
+      connectCall(server, "/svc.v1.IdentityService/GenerateMagicLink", { identifier: "a@example.com" }, bearer)) as Front,
     rest: undefined,
     cases: (): Case[] =>
       credentialCases(

@@ -1,4 +1,12 @@
-import { enablePasswords, goodPassword, newIdentifier, postRest, reasonOf, setIdentitySettings, type JsonAnswer } from "../support/identity-client.js";
+import {
+  enablePasswords,
+  goodPassword,
+  newIdentifier,
+  postRest,
+  reasonOf,
+  setIdentitySettings,
+  type JsonAnswer,
+} from "../support/identity-client.js";
 import { createManualClock, startTestServer, type TestServer } from "../support/server.js";
 
 /**
@@ -23,7 +31,8 @@ afterAll(async () => {
   await first.close();
 });
 
-const login = (identifier: string, password: string, server = first) => postRest(server, "/identity/login/password", { identifier, password }, pk);
+const login = (identifier: string, password: string, server = first) =>
+  postRest(server, "/identity/login/password", { identifier, password }, pk);
 
 async function registered(): Promise<string> {
   const identifier = newIdentifier("lock");
@@ -145,7 +154,12 @@ describe("per-IP limit on client-side identity requests", () => {
   test("backend (secret-key) calls come from the organisation's server and are not limited per IP", async () => {
     await setIdentitySettings(first, { ipLimitPerMinute: 1 });
     for (let i = 0; i < 3; i++) {
-      const answer = await postRest(first, "/svc.v1.IdentityService/GenerateMagicLink", { identifier: newIdentifier() }, first.credentials.secret_key);
+      const answer = await postRest(
+        first,
+        "/svc.v1.IdentityService/GenerateMagicLink",
+        { identifier: newIdentifier() },
+        first.credentials.secret_key,
+      );
       expect(answer.status).toBe(200);
     }
   });

@@ -1,5 +1,14 @@
 import { createOtherOrganization } from "../support/credentials.js";
-import { callIdentity, enablePasswords, goodPassword, newIdentifier, postRest, reasonOf, setIdentitySettings, type JsonAnswer } from "../support/identity-client.js";
+import {
+  callIdentity,
+  enablePasswords,
+  goodPassword,
+  newIdentifier,
+  postRest,
+  reasonOf,
+  setIdentitySettings,
+  type JsonAnswer,
+} from "../support/identity-client.js";
 import { createManualClock, startTestServer, type TestServer } from "../support/server.js";
 
 /**
@@ -27,11 +36,16 @@ afterAll(async () => {
 type Generated = { token: string; expiresAt: string };
 type Verified = { identityId: string; session: { token: string; expiresAt: string } };
 
-const generate = (identifier: string, server = first, key = sk) => callIdentity<Generated>(server, "GenerateMagicLink", { identifier }, key);
+const generate = (identifier: string, server = first, key = sk) =>
+  callIdentity<Generated>(server, "GenerateMagicLink", { identifier }, key);
 const verify = (token: string, server = first, key = sk) => callIdentity<Verified>(server, "VerifyMagicLink", { token }, key);
 
 function expectError(answer: JsonAnswer, status: number, code: string, reason: string) {
-  expect({ status: answer.status, code: (answer.body as { code?: string }).code, reason: reasonOf(answer) }).toEqual({ status, code, reason });
+  expect({ status: answer.status, code: (answer.body as { code?: string }).code, reason: reasonOf(answer) }).toEqual({
+    status,
+    code,
+    reason,
+  });
 }
 
 describe("generate and verify", () => {
@@ -63,7 +77,12 @@ describe("generate and verify", () => {
   test("a magic link signs in an identity registered with a password", async () => {
     await enablePasswords(first);
     const identifier = newIdentifier("both");
-    const registered = await postRest<{ identity_id: string }>(first, "/identity/register/password", { identifier, password: goodPassword }, first.credentials.publishable_key);
+    const registered = await postRest<{ identity_id: string }>(
+      first,
+      "/identity/register/password",
+      { identifier, password: goodPassword },
+      first.credentials.publishable_key,
+    );
     expect((await verify((await generate(identifier)).body.token)).body.identityId).toBe(registered.body.identity_id);
     await setIdentitySettings(first, { password: false });
   });
@@ -77,7 +96,12 @@ describe("generate and verify", () => {
   test("VerifyMagicLink takes the publishable key too; GenerateMagicLink only the secret key", async () => {
     const { token } = (await generate(newIdentifier())).body;
     expect((await verify(token, first, first.credentials.publishable_key)).status).toBe(200);
-    expectError(await generate(newIdentifier(), first, first.credentials.publishable_key), 403, "permission_denied", "wrong_credential_kind");
+    expectError(
+      await generate(newIdentifier(), first, first.credentials.publishable_key),
+      403,
+      "permission_denied",
+      "wrong_credential_kind",
+    );
   });
 });
 

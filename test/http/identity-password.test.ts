@@ -109,10 +109,14 @@ describe("register and login on /identity/...", () => {
     await enablePasswords(server, other.organizationId);
     const identifier = newIdentifier();
     const here = expectSignedIn(await register(identifier));
-    const there = expectSignedIn(await postRest<SignedInJson>(server, "/identity/register/password", { identifier, password: goodPassword }, other.publishableKey));
+    const there = expectSignedIn(
+      await postRest<SignedInJson>(server, "/identity/register/password", { identifier, password: goodPassword }, other.publishableKey),
+    );
     expect(there.identity_id).not.toBe(here.identity_id);
     // A password of one organisation does not sign in to the other.
-    expect((await postRest(server, "/identity/login/password", { identifier, password: "not the password" }, other.publishableKey)).status).toBe(401);
+    expect(
+      (await postRest(server, "/identity/login/password", { identifier, password: "not the password" }, other.publishableKey)).status,
+    ).toBe(401);
   });
 });
 
@@ -141,7 +145,8 @@ describe("password rules", () => {
   test("every violation is listed with its field", async () => {
     const answer = await register("   ", "short");
     expect(answer.status).toBe(400);
-    const violations = (answer.body as unknown as { details: { debug: { violations: { field: string }[] } }[] }).details[0]?.debug.violations;
+    const violations = (answer.body as unknown as { details: { debug: { violations: { field: string }[] } }[] }).details[0]?.debug
+      .violations;
     expect(violations?.map((v) => v.field).sort()).toEqual(["identifier", "password"]);
   });
 
@@ -240,9 +245,19 @@ describe("password authentication disabled (the default)", () => {
 
   test("turning it on takes effect at once, on the running server", async () => {
     await setIdentitySettings(server, { password: true }, fresh.organizationId);
-    expectSignedIn(await postRest<SignedInJson>(server, "/identity/register/password", { identifier: newIdentifier(), password: goodPassword }, fresh.publishableKey));
+    expectSignedIn(
+      await postRest<SignedInJson>(
+        server,
+        "/identity/register/password",
+        { identifier: newIdentifier(), password: goodPassword },
+        fresh.publishableKey,
+      ),
+    );
     await setIdentitySettings(server, { password: false }, fresh.organizationId);
-    expect((await postRest(server, "/identity/login/password", { identifier: "x@example.com", password: goodPassword }, fresh.publishableKey)).status).toBe(403);
+    expect(
+      (await postRest(server, "/identity/login/password", { identifier: "x@example.com", password: goodPassword }, fresh.publishableKey))
+        .status,
+    ).toBe(403);
   });
 });
 
@@ -250,7 +265,9 @@ describe("the /v1 alternate paths", () => {
   test("/v1/identity/register {email, password} and /v1/identity/login {username, password} are the same flows", async () => {
     const email = newIdentifier("v1");
     const registered = expectSignedIn(await postRest<SignedInJson>(server, "/v1/identity/register", { email, password: goodPassword }, pk));
-    const signedIn = expectSignedIn(await postRest<SignedInJson>(server, "/v1/identity/login", { username: email, password: goodPassword }, pk));
+    const signedIn = expectSignedIn(
+      await postRest<SignedInJson>(server, "/v1/identity/login", { username: email, password: goodPassword }, pk),
+    );
     expect(signedIn.identity_id).toBe(registered.identity_id);
     expectSignedIn(await login(email));
     expect((await postRest(server, "/v1/identity/register", { email, password: goodPassword }, pk)).status).toBe(409);
@@ -266,15 +283,27 @@ describe("the /v1 alternate paths", () => {
 
   test("/v1/identity/reset-password: the backend requests a token with {identifier}, the user spends it with {token, new_password}", async () => {
     const email = newIdentifier("reset");
-    const { identity_id, session } = expectSignedIn(await postRest<SignedInJson>(server, "/v1/identity/register", { email, password: goodPassword }, pk));
-    const requested = await postRest<{ token: string; expires_at: string }>(server, "/v1/identity/reset-password", { identifier: email }, sk);
+    const { identity_id, session } = expectSignedIn(
+      await postRest<SignedInJson>(server, "/v1/identity/register", { email, password: goodPassword }, pk),
+    );
+    const requested = await postRest<{ token: string; expires_at: string }>(
+      server,
+      "/v1/identity/reset-password",
+      { identifier: email },
+      sk,
+    );
     expect(requested.status).toBe(200);
     expect(requested.body.token).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(Date.parse(requested.body.expires_at) - Date.now()).toBeGreaterThan(14 * 60_000);
     // Only the token's hash is stored.
     expect(JSON.stringify(await server.app.database.client.oneTimeToken.findMany())).not.toContain(requested.body.token);
 
-    const completed = await postRest(server, "/v1/identity/reset-password", { token: requested.body.token, new_password: "a brand new passphrase" }, pk);
+    const completed = await postRest(
+      server,
+      "/v1/identity/reset-password",
+      { token: requested.body.token, new_password: "a brand new passphrase" },
+      pk,
+    );
     expect(completed.status).toBe(200);
     expect(completed.body).toEqual({ identity_id });
     expect((await login(email)).status).toBe(401);
@@ -282,10 +311,20 @@ describe("the /v1 alternate paths", () => {
     // The reset revoked the sessions the identity had.
     expect((await validate(session.token)).status).toBe(401);
 
-    const again = await postRest(server, "/v1/identity/reset-password", { token: requested.body.token, new_password: "yet another passphrase" }, pk);
+    const again = await postRest(
+      server,
+      "/v1/identity/reset-password",
+      { token: requested.body.token, new_password: "yet another passphrase" },
+      pk,
+    );
     expect(again.status).toBe(400);
     expect(reasonOf(again)).toBe("reset_token_spent");
-    const unknown = await postRest(server, "/v1/identity/reset-password", { token: "A".repeat(43), new_password: "yet another passphrase" }, pk);
+    const unknown = await postRest(
+      server,
+      "/v1/identity/reset-password",
+      { token: "A".repeat(43), new_password: "yet another passphrase" },
+      pk,
+    );
     expect(unknown.status).toBe(404);
     expect(reasonOf(unknown)).toBe("reset_token_not_found");
   });
@@ -295,7 +334,9 @@ describe("the /v1 alternate paths", () => {
     expectSignedIn(await register(email));
     const { body } = await postRest<{ token: string }>(server, "/v1/identity/reset-password", { identifier: email }, sk);
     expect((await postRest(server, "/v1/identity/reset-password", { token: body.token, new_password: "password" }, pk)).status).toBe(400);
-    expect((await postRest(server, "/v1/identity/reset-password", { token: body.token, new_password: "a strong new passphrase" }, pk)).status).toBe(200);
+    expect(
+      (await postRest(server, "/v1/identity/reset-password", { token: body.token, new_password: "a strong new passphrase" }, pk)).status,
+    ).toBe(200);
   });
 
   test("requesting a token needs the secret key, and an existing identifier", async () => {
@@ -334,7 +375,12 @@ describe("reset on /identity/reset/password", () => {
     const revoked = expectSignedIn(await login(identifier));
     expect((await callIdentity(server, "RevokeSession", { sessionId: decodeJwt(revoked.session.token).payload.sid }, sk)).status).toBe(200);
     for (const session_token of ["", "not-a-jwt", theirs.session.token, revoked.session.token]) {
-      const answer = await postRest(server, "/identity/reset/password", { identity_id: mine.identity_id, new_password: "fresh passphrase here", session_token }, pk);
+      const answer = await postRest(
+        server,
+        "/identity/reset/password",
+        { identity_id: mine.identity_id, new_password: "fresh passphrase here", session_token },
+        pk,
+      );
       expect(answer.status).toBe(403);
       expect(reasonOf(answer)).toBe("fresh_session_required");
     }
@@ -348,7 +394,12 @@ describe("reset on /identity/reset/password", () => {
     expect(answer.status).toBe(200);
     expect((await validate(session.token)).status).toBe(401);
     expectSignedIn(await login(identifier, "backend chose this one"));
-    const unknown = await postRest(server, "/identity/reset/password", { identity_id: "00000000-0000-4000-8000-000000000000", new_password: "backend chose this one" }, sk);
+    const unknown = await postRest(
+      server,
+      "/identity/reset/password",
+      { identity_id: "00000000-0000-4000-8000-000000000000", new_password: "backend chose this one" },
+      sk,
+    );
     expect(unknown.status).toBe(404);
   });
 });

@@ -1,7 +1,16 @@
 import { createPrivateKey } from "node:crypto";
 import { createLocalJWKSet, createRemoteJWKSet, jwtVerify, type JSONWebKeySet } from "jose";
 import { createOtherOrganization } from "../support/credentials.js";
-import { callIdentity, decodeJwt, enablePasswords, goodPassword, newIdentifier, postRest, reasonOf, type SessionJson } from "../support/identity-client.js";
+import {
+  callIdentity,
+  decodeJwt,
+  enablePasswords,
+  goodPassword,
+  newIdentifier,
+  postRest,
+  reasonOf,
+  type SessionJson,
+} from "../support/identity-client.js";
 import { createManualClock, startTestServer, type TestServer } from "../support/server.js";
 
 /**
@@ -12,7 +21,12 @@ import { createManualClock, startTestServer, type TestServer } from "../support/
 type SignedInJson = { identity_id: string; session: SessionJson };
 
 async function signUp(server: TestServer, publishableKey = server.credentials.publishable_key) {
-  const answer = await postRest<SignedInJson>(server, "/identity/register/password", { identifier: newIdentifier(), password: goodPassword }, publishableKey);
+  const answer = await postRest<SignedInJson>(
+    server,
+    "/identity/register/password",
+    { identifier: newIdentifier(), password: goodPassword },
+    publishableKey,
+  );
   expect(answer.status).toBe(200);
   return answer.body;
 }
@@ -84,7 +98,12 @@ describe("with the system clock", () => {
     expect(reasonOf(revoked)).toBe("session_revoked");
     // Revoking again is harmless; an unknown session is 404.
     expect((await callIdentity(server, "RevokeSession", { sessionId: sid }, server.credentials.secret_key)).status).toBe(200);
-    const unknown = await callIdentity(server, "RevokeSession", { sessionId: "00000000-0000-4000-8000-000000000000" }, server.credentials.secret_key);
+    const unknown = await callIdentity(
+      server,
+      "RevokeSession",
+      { sessionId: "00000000-0000-4000-8000-000000000000" },
+      server.credentials.secret_key,
+    );
     expect(unknown.status).toBe(404);
   });
 
@@ -155,10 +174,20 @@ describe("with a manual clock", () => {
     const pk = server.credentials.publishable_key;
     const { identity_id, session } = await signUp(server);
     manual.advance(15 * minute);
-    const fresh = await postRest(server, "/identity/reset/password", { identity_id, new_password: "first new passphrase", session_token: session.token }, pk);
+    const fresh = await postRest(
+      server,
+      "/identity/reset/password",
+      { identity_id, new_password: "first new passphrase", session_token: session.token },
+      pk,
+    );
     expect(fresh.status).toBe(200);
     manual.advance(1000);
-    const stale = await postRest(server, "/identity/reset/password", { identity_id, new_password: "second new passphrase", session_token: session.token }, pk);
+    const stale = await postRest(
+      server,
+      "/identity/reset/password",
+      { identity_id, new_password: "second new passphrase", session_token: session.token },
+      pk,
+    );
     expect(stale.status).toBe(403);
     expect(reasonOf(stale)).toBe("fresh_session_required");
   });

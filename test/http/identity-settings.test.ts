@@ -58,7 +58,12 @@ describe("gatehouse settings", () => {
 
   test("set changes the settings of the running server at once", async () => {
     const register = () =>
-      postRest<{ session: { token: string } }>(server, "/identity/register/password", { identifier: newIdentifier(), password: goodPassword }, server.credentials.publishable_key);
+      postRest<{ session: { token: string } }>(
+        server,
+        "/identity/register/password",
+        { identifier: newIdentifier(), password: goodPassword },
+        server.credentials.publishable_key,
+      );
     expect(reasonOf(await register())).toBe("password_auth_disabled");
 
     const set = await gatehouse([
@@ -87,15 +92,30 @@ describe("gatehouse settings", () => {
 
     // Empty rp_id and origins return to the defaults from PUBLIC_URL.
     const reset = await gatehouse(["settings", "set", "--org", org(), "rp_id=", "origins=", "--json"]);
-    expect(JSON.parse(reset.stdout)).toMatchObject({ rp_id: "localhost", origins: ["http://127.0.0.1:8080", "http://localhost:8080"], password: true });
+    expect(JSON.parse(reset.stdout)).toMatchObject({
+      rp_id: "localhost",
+      origins: ["http://127.0.0.1:8080", "http://localhost:8080"],
+      password: true,
+    });
   });
 
   test("every bad assignment is reported at once and nothing changes", async () => {
     const stored = () => server.app.database.client.identitySettings.findUnique({ where: { organizationId: org() } });
     const before = await stored();
-    const bad = await gatehouse(["settings", "set", "--org", org(), "bogus=1", "password=maybe", "session_ttl_seconds=5", "origins=ftp://x", "magic_links"]);
+    const bad = await gatehouse([
+      "settings",
+      "set",
+      "--org",
+      org(),
+      "bogus=1",
+      "password=maybe",
+      "session_ttl_seconds=5",
+      "origins=ftp://x",
+      "magic_links",
+    ]);
     expect(bad.code).toBe(1);
-    for (const field of ["bogus", "password", "session_ttl_seconds", "origins[0]", "magic_links"]) expect(bad.stderr).toContain(`${field}:`);
+    for (const field of ["bogus", "password", "session_ttl_seconds", "origins[0]", "magic_links"])
+      expect(bad.stderr).toContain(`${field}:`);
     expect(await stored()).toEqual(before);
   });
 

@@ -32,9 +32,7 @@ afterAll(() => server.close());
 async function databaseContents(): Promise<Buffer> {
   if (testProvider === "sqlite") {
     const file = join(server.db.dataDir, "gatehouse.db");
-    return Buffer.concat(
-      [file, `${file}-wal`, `${file}-shm`, `${file}-journal`].filter((f) => existsSync(f)).map((f) => readFileSync(f)),
-    );
+    return Buffer.concat([file, `${file}-wal`, `${file}-shm`, `${file}-journal`].filter((f) => existsSync(f)).map((f) => readFileSync(f)));
   }
   const client = server.app.database.client;
   const tables = await client.$queryRawUnsafe<{ table_name: string }[]>(
@@ -97,7 +95,9 @@ describe("after a series of writes, retrieves and a delete", () => {
 describe("a ciphertext moved to another row", () => {
   const client = () => server.app.database.client;
   async function currentRow(name: string, environment: string, organizationId = server.credentials.organization_id) {
-    const secret = await client().secret.findUniqueOrThrow({ where: { organizationId_environment_name: { organizationId, environment, name } } });
+    const secret = await client().secret.findUniqueOrThrow({
+      where: { organizationId_environment_name: { organizationId, environment, name } },
+    });
     return client().secretVersion.findUniqueOrThrow({ where: { secretId_version: { secretId: secret.id, version: secret.version } } });
   }
   async function expectCorruption(environment: string, name: string, leaked: string) {
@@ -136,7 +136,9 @@ describe("a ciphertext moved to another row", () => {
     await api.put("VERSIONED", "versions", "old-version-value");
     await api.put("VERSIONED", "versions", "new-version-value");
     const latest = await currentRow("VERSIONED", "versions");
-    const first = await client().secretVersion.findUniqueOrThrow({ where: { secretId_version: { secretId: latest.secretId, version: 1 } } });
+    const first = await client().secretVersion.findUniqueOrThrow({
+      where: { secretId_version: { secretId: latest.secretId, version: 1 } },
+    });
     await client().secretVersion.update({
       where: { secretId_version: { secretId: latest.secretId, version: 2 } },
       data: { ciphertext: first.ciphertext },

@@ -20,7 +20,11 @@ afterAll(() => server.close());
 
 describe("gatehouse secrets set", () => {
   test("seals the value from stdin locally and stores it, byte for byte", async () => {
-    const result = await runCli(["secrets", "set", "DATABASE_URL", "--env", "production", "--tag", "db", "--tag", "backend"], env, "postgres://app:s3cr3t@db/app");
+    const result = await runCli(
+      ["secrets", "set", "DATABASE_URL", "--env", "production", "--tag", "db", "--tag", "backend"],
+      env,
+      "postgres://app:s3cr3t@db/app",
+    );
     expect(result).toMatchObject({ code: 0, stdout: "stored DATABASE_URL in production: version 1 [backend, db]\n" });
     const retrieved = await secretsApi(server, server.credentials.api_key).retrieve("production", { names: ["DATABASE_URL"] });
     expect(retrieved.secrets[0]).toMatchObject({ value: "postgres://app:s3cr3t@db/app", tags: ["backend", "db"] });
@@ -36,7 +40,11 @@ describe("gatehouse secrets set", () => {
   });
 
   test("a second set is the next version", async () => {
-    const result = await runCli(["secrets", "set", "DATABASE_URL", "--env", "production", "--tag", "db"], env, "postgres://app:rotated@db/app");
+    const result = await runCli(
+      ["secrets", "set", "DATABASE_URL", "--env", "production", "--tag", "db"],
+      env,
+      "postgres://app:rotated@db/app",
+    );
     expect(result.stdout).toBe("stored DATABASE_URL in production: version 2 [db]\n");
   });
 
@@ -88,7 +96,7 @@ describe("gatehouse secrets list", () => {
 
 describe("gatehouse secrets pull", () => {
   beforeAll(async () => {
-    await runCli(["secrets", "set", "QUOTED", "--env", "pull"], env, "it's a \"quoted\" $HOME\nsecond line");
+    await runCli(["secrets", "set", "QUOTED", "--env", "pull"], env, 'it\'s a "quoted" $HOME\nsecond line');
     await runCli(["secrets", "set", "SIMPLE", "--env", "pull", "--tag", "web"], env, "plain value");
   });
 
@@ -99,7 +107,7 @@ describe("gatehouse secrets pull", () => {
 
   test("prints a JSON object of name to value with --format json, selected by name or tag", async () => {
     const byName = await runCli(["secrets", "pull", "--env", "pull", "--format", "json", "--name", "QUOTED"], env);
-    expect(JSON.parse(byName.stdout)).toEqual({ QUOTED: "it's a \"quoted\" $HOME\nsecond line" });
+    expect(JSON.parse(byName.stdout)).toEqual({ QUOTED: 'it\'s a "quoted" $HOME\nsecond line' });
     const byTag = await runCli(["secrets", "pull", "--env", "pull", "--format", "json", "--tag", "web"], env);
     expect(JSON.parse(byTag.stdout)).toEqual({ SIMPLE: "plain value" });
   });
@@ -114,15 +122,25 @@ describe("gatehouse secrets pull", () => {
 describe("gatehouse run", () => {
   test("starts the command with the secrets in its environment, without the API key, and returns its exit code", async () => {
     const result = await runCli(
-      ["run", "--env", "pull", "--", process.execPath, "-e", "console.log(JSON.stringify([process.env.SIMPLE, process.env.QUOTED, process.env.GATEHOUSE_API_KEY ?? null, process.argv.slice(1)])); process.exit(7)", "a b"],
+      [
+        "run",
+        "--env",
+        "pull",
+        "--",
+        process.execPath,
+        "-e",
+        "console.log(JSON.stringify([process.env.SIMPLE, process.env.QUOTED, process.env.GATEHOUSE_API_KEY ?? null, process.argv.slice(1)])); process.exit(7)",
+        "a b",
+      ],
       env,
     );
     expect(result.code).toBe(7);
-    expect(JSON.parse(result.stdout)).toEqual(["plain value", "it's a \"quoted\" $HOME\nsecond line", null, ["a b"]]);
+    expect(JSON.parse(result.stdout)).toEqual(["plain value", 'it\'s a "quoted" $HOME\nsecond line', null, ["a b"]]);
   });
 
   test("forwards SIGTERM to the command and exits with its code", async () => {
-    const script = "process.on('SIGTERM', () => { console.log('child got SIGTERM'); process.exit(42); }); console.log('ready'); setInterval(() => {}, 1000);";
+    const script =
+      "process.on('SIGTERM', () => { console.log('child got SIGTERM'); process.exit(42); }); console.log('ready'); setInterval(() => {}, 1000);";
     const { child, done } = startCli(["run", "--env", "pull", "--", process.execPath, "-e", script], env);
     await new Promise<void>((resolve) => {
       let seen = "";

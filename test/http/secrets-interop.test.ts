@@ -44,7 +44,10 @@ function pemToDer(pem: string): Buffer {
 }
 
 function derToPem(der: ArrayBuffer): string {
-  const lines = Buffer.from(der).toString("base64").match(/.{1,64}/g) ?? [];
+  const lines =
+    Buffer.from(der)
+      .toString("base64")
+      .match(/.{1,64}/g) ?? [];
   return `-----BEGIN PUBLIC KEY-----\n${lines.join("\n")}\n-----END PUBLIC KEY-----\n`;
 }
 
@@ -77,7 +80,12 @@ describe("openssl pkeyutl as the client", () => {
     const value = Buffer.alloc(10 * 1024, "0123456789abcdef");
     const aesKey = openssl(["rand", "32"]);
     const sealed = Buffer.concat([opensslSeal(aesKey), await gcmEncrypt(aesKey, value)]);
-    const response = await api.putResponse({ name: "OPENSSL_HYBRID", environment: "interop", encrypted_value: sealed.toString("base64"), sealed: true });
+    const response = await api.putResponse({
+      name: "OPENSSL_HYBRID",
+      environment: "interop",
+      encrypted_value: sealed.toString("base64"),
+      sealed: true,
+    });
     expect(response.status).toBe(200);
     expect((await api.retrieve("interop", { names: ["OPENSSL_HYBRID"] })).secrets[0]?.value).toBe(value.toString());
   });
@@ -92,7 +100,9 @@ describe("openssl pkeyutl as the client", () => {
     writeFileSync(join(dir, "key.enc"), Buffer.from(answer.encrypted_key, "base64"));
     const aesKey = openssl(["pkeyutl", "-decrypt", "-inkey", "client.pem", ...oaepOptions, "-in", "key.enc"]);
     expect(aesKey).toHaveLength(32);
-    const payload = JSON.parse((await gcmDecrypt(aesKey, Buffer.from(answer.encrypted_secrets, "base64"))).toString("utf8")) as RetrievedPayload;
+    const payload = JSON.parse(
+      (await gcmDecrypt(aesKey, Buffer.from(answer.encrypted_secrets, "base64"))).toString("utf8"),
+    ) as RetrievedPayload;
     expect(payload.secrets).toEqual([
       { name: "FOR_OPENSSL", environment: "interop", version: 1, tags: [], updated_at: expect.any(String), value: "opened-by-openssl" },
     ]);
@@ -107,24 +117,51 @@ describe("WebCrypto (crypto.subtle) as the client", () => {
   test("seals a plain value and a hybrid one, and opens a retrieve answer", async () => {
     const key = await orgKey();
     const plain = Buffer.from(await subtle.encrypt({ name: "RSA-OAEP" }, key, Buffer.from("from-webcrypto-plain")));
-    expect((await api.putResponse({ name: "WEBCRYPTO_PLAIN", environment: "webcrypto", encrypted_value: plain.toString("base64"), sealed: true })).status).toBe(200);
+    expect(
+      (
+        await api.putResponse({
+          name: "WEBCRYPTO_PLAIN",
+          environment: "webcrypto",
+          encrypted_value: plain.toString("base64"),
+          sealed: true,
+        })
+      ).status,
+    ).toBe(200);
 
     const aes = await subtle.generateKey({ name: "AES-GCM", length: 256 }, true, ["encrypt"]);
     const rawAes = Buffer.from(await subtle.exportKey("raw", aes));
     const large = "w".repeat(5000);
-    const hybrid = Buffer.concat([Buffer.from(await subtle.encrypt({ name: "RSA-OAEP" }, key, rawAes)), await gcmEncrypt(rawAes, Buffer.from(large))]);
-    expect((await api.putResponse({ name: "WEBCRYPTO_HYBRID", environment: "webcrypto", encrypted_value: hybrid.toString("base64"), sealed: true, tags: ["web"] })).status).toBe(200);
+    const hybrid = Buffer.concat([
+      Buffer.from(await subtle.encrypt({ name: "RSA-OAEP" }, key, rawAes)),
+      await gcmEncrypt(rawAes, Buffer.from(large)),
+    ]);
+    expect(
+      (
+        await api.putResponse({
+          name: "WEBCRYPTO_HYBRID",
+          environment: "webcrypto",
+          encrypted_value: hybrid.toString("base64"),
+          sealed: true,
+          tags: ["web"],
+        })
+      ).status,
+    ).toBe(200);
 
     const client = await subtle.generateKey(
       { name: "RSA-OAEP", modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]), hash: "SHA-256" },
       false,
       ["encrypt", "decrypt"],
     );
-    const response = await api.retrieveResponse({ environment: "webcrypto", public_key_pem: derToPem(await subtle.exportKey("spki", client.publicKey)) });
+    const response = await api.retrieveResponse({
+      environment: "webcrypto",
+      public_key_pem: derToPem(await subtle.exportKey("spki", client.publicKey)),
+    });
     expect(response.status).toBe(200);
     const answer = (await response.json()) as { encrypted_secrets: string; encrypted_key: string };
     const aesKey = Buffer.from(await subtle.decrypt({ name: "RSA-OAEP" }, client.privateKey, Buffer.from(answer.encrypted_key, "base64")));
-    const payload = JSON.parse((await gcmDecrypt(aesKey, Buffer.from(answer.encrypted_secrets, "base64"))).toString("utf8")) as RetrievedPayload;
+    const payload = JSON.parse(
+      (await gcmDecrypt(aesKey, Buffer.from(answer.encrypted_secrets, "base64"))).toString("utf8"),
+    ) as RetrievedPayload;
     expect(payload.secrets.map(({ name, tags, value }) => ({ name, tags, value }))).toEqual([
       { name: "WEBCRYPTO_HYBRID", tags: ["web"], value: large },
       { name: "WEBCRYPTO_PLAIN", tags: [], value: "from-webcrypto-plain" },

@@ -97,14 +97,23 @@ describe("a write that is not a sealed value is refused with 400 and stores noth
     },
     {
       label: "PKCS#1 v1.5 padding instead of OAEP",
-      body: () => ({ ...base(), encrypted_value: publicEncrypt({ key: pem, padding: constants.RSA_PKCS1_PADDING }, Buffer.from("v")).toString("base64") }),
+      body: () => ({
+        ...base(),
+        encrypted_value: publicEncrypt({ key: pem, padding: constants.RSA_PKCS1_PADDING }, Buffer.from("v")).toString("base64"),
+      }),
       reason: "value_not_sealed",
       fields: ["encrypted_value"],
       says: /not PKCS#1 v1.5/,
     },
     {
       label: "OAEP with SHA-1",
-      body: () => ({ ...base(), encrypted_value: publicEncrypt({ key: pem, padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: "sha1" }, Buffer.from("v")).toString("base64") }),
+      body: () => ({
+        ...base(),
+        encrypted_value: publicEncrypt(
+          { key: pem, padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: "sha1" },
+          Buffer.from("v"),
+        ).toString("base64"),
+      }),
       reason: "value_not_sealed",
       fields: ["encrypted_value"],
       says: /not SHA-1/,
@@ -127,7 +136,9 @@ describe("a write that is not a sealed value is refused with 400 and stores noth
       label: "hybrid whose RSA block holds a 16-byte key",
       body: () => ({
         ...base(),
-        encrypted_value: hybridWith({ block: publicEncrypt({ key: pem, padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: "sha256" }, randomBytes(16)) }),
+        encrypted_value: hybridWith({
+          block: publicEncrypt({ key: pem, padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: "sha256" }, randomBytes(16)),
+        }),
       }),
       reason: "value_not_sealed",
       fields: ["encrypted_value"],
@@ -193,7 +204,13 @@ describe("a write that is not a sealed value is refused with 400 and stores noth
     const response = await connectCall(
       server,
       "/svc.v1.SecretsService/PutSecret",
-      { organizationId: server.credentials.organization_id, name: "REFUSED", environment: "refusals", value: "plain-text-secret", sealed: false },
+      {
+        organizationId: server.credentials.organization_id,
+        name: "REFUSED",
+        environment: "refusals",
+        value: "plain-text-secret",
+        sealed: false,
+      },
       server.credentials.api_key,
     );
     const error = await errorOf(response);
@@ -238,7 +255,12 @@ describe("a retrieve with a bad client key is refused with 400", () => {
 
   test("a PKCS#1 RSA public key, with how to convert it", async () => {
     const { publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
-    const error = await errorOf(await api.retrieveResponse({ environment: "refusals", public_key_pem: publicKey.export({ type: "pkcs1", format: "pem" }).toString() }));
+    const error = await errorOf(
+      await api.retrieveResponse({
+        environment: "refusals",
+        public_key_pem: publicKey.export({ type: "pkcs1", format: "pem" }).toString(),
+      }),
+    );
     expect(error.message).toMatch(/PKCS#1 key \(BEGIN RSA PUBLIC KEY\); send it as SPKI PEM/);
   });
 
@@ -285,11 +307,17 @@ describe("credentials and roles on every secrets endpoint", () => {
           ...(bearer ? { bearer } : {}),
         }),
     },
-    { label: "REST DELETE secret", call: (bearer, id) => server.call(`/organization/${id}/secrets/X?env=refusals`, { method: "DELETE", ...(bearer ? { bearer } : {}) }) },
-    ...["GetPublicKey", "PutSecret", "ListSecrets", "RetrieveSecrets", "DeleteSecret", "ListSecretVersions", "ListSecretAuditEvents"].map((method) => ({
-      label: `Connect ${method}`,
-      call: (bearer: string | undefined, id: string) => connectCall(server, `/svc.v1.SecretsService/${method}`, { organizationId: id }, bearer),
-    })),
+    {
+      label: "REST DELETE secret",
+      call: (bearer, id) => server.call(`/organization/${id}/secrets/X?env=refusals`, { method: "DELETE", ...(bearer ? { bearer } : {}) }),
+    },
+    ...["GetPublicKey", "PutSecret", "ListSecrets", "RetrieveSecrets", "DeleteSecret", "ListSecretVersions", "ListSecretAuditEvents"].map(
+      (method) => ({
+        label: `Connect ${method}`,
+        call: (bearer: string | undefined, id: string) =>
+          connectCall(server, `/svc.v1.SecretsService/${method}`, { organizationId: id }, bearer),
+      }),
+    ),
   ];
 
   const cases: { label: string; bearer: () => string | undefined; org: () => string; status: number; reason: string }[] = [
@@ -301,7 +329,13 @@ describe("credentials and roles on every secrets endpoint", () => {
     { label: "secret key", bearer: () => server.credentials.secret_key, org, status: 403, reason: "wrong_credential_kind" },
     { label: "member API key", bearer: () => memberKey, org, status: 403, reason: "role_insufficient" },
     { label: "admin of another organisation", bearer: () => other.adminKey, org, status: 404, reason: "organization_not_found" },
-    { label: "organisation that does not exist", bearer: () => server.credentials.api_key, org: () => "00000000-0000-4000-8000-000000000000", status: 404, reason: "organization_not_found" },
+    {
+      label: "organisation that does not exist",
+      bearer: () => server.credentials.api_key,
+      org: () => "00000000-0000-4000-8000-000000000000",
+      status: 404,
+      reason: "organization_not_found",
+    },
   ];
 
   test.each(endpoints.map((e) => [e.label, e] as const))("%s", async (_label, endpoint) => {

@@ -23,7 +23,11 @@ describe("the organisation key", () => {
     const key = createPublicKey(first.public_key_pem);
     expect(key.asymmetricKeyType).toBe("rsa");
     expect(key.asymmetricKeyDetails?.modulusLength).toBe(4096);
-    expect(first.key_id).toBe(createHash("sha256").update(key.export({ type: "spki", format: "der" })).digest("hex"));
+    expect(first.key_id).toBe(
+      createHash("sha256")
+        .update(key.export({ type: "spki", format: "der" }))
+        .digest("hex"),
+    );
   });
 
   test("concurrent first calls of a new organisation all get one key", async () => {
@@ -35,7 +39,12 @@ describe("the organisation key", () => {
   });
 
   test("is answered on the Connect path too (camelCase JSON)", async () => {
-    const response = await connectCall(server, "/svc.v1.SecretsService/GetPublicKey", { organizationId: server.credentials.organization_id }, server.credentials.api_key);
+    const response = await connectCall(
+      server,
+      "/svc.v1.SecretsService/GetPublicKey",
+      { organizationId: server.credentials.organization_id },
+      server.credentials.api_key,
+    );
     expect(response.status).toBe(200);
     const body = (await response.json()) as { publicKeyPem: string; keyId: string };
     expect(body.keyId).toBe((await api.publicKey()).key_id);
@@ -149,8 +158,22 @@ describe("retrieving", () => {
     expect(payload).toEqual({
       secrets: [
         { name: "API_KEY", environment: "retrieval", version: 1, tags: ["web"], updated_at: "2026-11-23T08:30:00Z", value: "k-123" },
-        { name: "DB_PASSWORD", environment: "retrieval", version: 1, tags: ["db", "web"], updated_at: "2026-11-23T08:30:00Z", value: "hunter2" },
-        { name: "REDIS_URL", environment: "retrieval", version: 1, tags: ["cache"], updated_at: "2026-11-23T08:30:00Z", value: "redis://cache" },
+        {
+          name: "DB_PASSWORD",
+          environment: "retrieval",
+          version: 1,
+          tags: ["db", "web"],
+          updated_at: "2026-11-23T08:30:00Z",
+          value: "hunter2",
+        },
+        {
+          name: "REDIS_URL",
+          environment: "retrieval",
+          version: 1,
+          tags: ["cache"],
+          updated_at: "2026-11-23T08:30:00Z",
+          value: "redis://cache",
+        },
       ],
     });
   });
@@ -172,7 +195,12 @@ describe("retrieving", () => {
   });
 
   test("each answer uses a fresh AES key", async () => {
-    const body = { environment: "retrieval", names: ["API_KEY"], tags: [], public_key_pem: (await import("../support/secrets-client.js")).defaultClient().publicKeyPem };
+    const body = {
+      environment: "retrieval",
+      names: ["API_KEY"],
+      tags: [],
+      public_key_pem: (await import("../support/secrets-client.js")).defaultClient().publicKeyPem,
+    };
     const first = (await (await api.retrieveResponse(body)).json()) as { encrypted_key: string; encrypted_secrets: string };
     const second = (await (await api.retrieveResponse(body)).json()) as { encrypted_key: string; encrypted_secrets: string };
     expect(first.encrypted_key).not.toBe(second.encrypted_key);
@@ -196,7 +224,11 @@ describe("retrieving", () => {
 
   test("a name in another environment does not count", async () => {
     const { defaultClient } = await import("../support/secrets-client.js");
-    const response = await api.retrieveResponse({ environment: "staging", names: ["API_KEY"], public_key_pem: defaultClient().publicKeyPem });
+    const response = await api.retrieveResponse({
+      environment: "staging",
+      names: ["API_KEY"],
+      public_key_pem: defaultClient().publicKeyPem,
+    });
     expect(response.status).toBe(404);
   });
 });
@@ -277,7 +309,10 @@ describe("the audit trail", () => {
     expect(response.status).toBe(200);
     const text = await response.text();
     expect(text).not.toContain("audited-value");
-    const body = JSON.parse(text) as { events: { action: string; actor: string; environment: string; names: string[]; createdAt: string }[]; nextPageToken: string };
+    const body = JSON.parse(text) as {
+      events: { action: string; actor: string; environment: string; names: string[]; createdAt: string }[];
+      nextPageToken: string;
+    };
     expect(body.events.map(({ action, environment, names, createdAt }) => ({ action, environment, names, createdAt }))).toEqual([
       { action: "delete", environment: "audit", names: ["AUDITED"], createdAt: "2026-12-01T00:00:02Z" },
       { action: "retrieve", environment: "audit", names: ["AUDITED"], createdAt: "2026-12-01T00:00:01Z" },
@@ -299,7 +334,12 @@ describe("the audit trail", () => {
 
   test("a page size beyond 100 or a forged page token is refused", async () => {
     const call = (body: object) =>
-      connectCall(server, "/svc.v1.SecretsService/ListSecretAuditEvents", { organizationId: server.credentials.organization_id, ...body }, server.credentials.api_key);
+      connectCall(
+        server,
+        "/svc.v1.SecretsService/ListSecretAuditEvents",
+        { organizationId: server.credentials.organization_id, ...body },
+        server.credentials.api_key,
+      );
     const error = await errorOf(await call({ pageSize: 101, pageToken: "garbage" }));
     expect(error).toMatchObject({ status: 400, code: "invalid_argument" });
     expect(error.violations.map((v) => v.field)).toEqual(["page_size", "page_token"]);

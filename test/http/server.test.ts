@@ -38,7 +38,11 @@ describe("probes", () => {
     const missingErrors = 'gatehouse_request_errors_total{route="/svc.v1.ConfigService/GetConfig",protocol="connect",status="401"}';
     const before = await scrape();
     for (let i = 0; i < 3; i++) expect((await server.call("/readyz")).status).toBe(200);
-    const refused = await server.call("/svc.v1.ConfigService/GetConfig", { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    const refused = await server.call("/svc.v1.ConfigService/GetConfig", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{}",
+    });
     expect(refused.status).toBe(401);
     const after = await scrape();
     expect(value(after, ok) - value(before, ok)).toBe(3);
@@ -100,7 +104,9 @@ describe("one implementation, every protocol", () => {
   };
 
   test("Connect JSON and binary over HTTP/1.1", async () => {
-    expect(await check(createConnectTransport({ baseUrl: server.url, httpVersion: "1.1" }))).toBe(HealthCheckResponse_ServingStatus.SERVING);
+    expect(await check(createConnectTransport({ baseUrl: server.url, httpVersion: "1.1" }))).toBe(
+      HealthCheckResponse_ServingStatus.SERVING,
+    );
     expect(await check(createConnectTransport({ baseUrl: server.url, httpVersion: "1.1", useBinaryFormat: true }))).toBe(
       HealthCheckResponse_ServingStatus.SERVING,
     );
@@ -112,7 +118,9 @@ describe("one implementation, every protocol", () => {
   });
 
   test("gRPC-Web over HTTP/1.1", async () => {
-    expect(await check(createGrpcWebTransport({ baseUrl: server.url, httpVersion: "1.1" }))).toBe(HealthCheckResponse_ServingStatus.SERVING);
+    expect(await check(createGrpcWebTransport({ baseUrl: server.url, httpVersion: "1.1" }))).toBe(
+      HealthCheckResponse_ServingStatus.SERVING,
+    );
   });
 
   test("gRPC over HTTP/2 cleartext on the gRPC port", async () => {
@@ -125,7 +133,10 @@ describe("one implementation, every protocol", () => {
     expect(error).toBeInstanceOf(ConnectError);
     expect((error as ConnectError).code).toBe(Code.Unauthenticated);
     const wrongKind = await client
-      .getConfig({ organizationId: server.credentials.organization_id }, { headers: { authorization: `Bearer ${server.credentials.secret_key}` } })
+      .getConfig(
+        { organizationId: server.credentials.organization_id },
+        { headers: { authorization: `Bearer ${server.credentials.secret_key}` } },
+      )
       .catch((e: unknown) => e);
     expect((wrongKind as ConnectError).code).toBe(Code.PermissionDenied);
   });
@@ -152,7 +163,12 @@ describe("bad requests get a clear Connect error, never a 500", () => {
   });
 
   test("an unknown field is named", async () => {
-    const response = await connectCall(server, "/svc.v1.ConfigService/GetConfig", { organizationId: org(), bogus: 1 }, server.credentials.api_key);
+    const response = await connectCall(
+      server,
+      "/svc.v1.ConfigService/GetConfig",
+      { organizationId: org(), bogus: 1 },
+      server.credentials.api_key,
+    );
     expect(response.status).toBe(400);
     expect((await response.json()).message).toContain("bogus");
   });
@@ -167,7 +183,12 @@ describe("bad requests get a clear Connect error, never a 500", () => {
     });
     expect(rest.status).toBe(413);
     expect((await rest.json()).code).toBe("resource_exhausted");
-    const connect = await connectCall(server, "/svc.v1.ConfigService/GetConfig", { organizationId: "x".repeat(6 * 1024 * 1024) }, server.credentials.api_key);
+    const connect = await connectCall(
+      server,
+      "/svc.v1.ConfigService/GetConfig",
+      { organizationId: "x".repeat(6 * 1024 * 1024) },
+      server.credentials.api_key,
+    );
     expect(connect.status).toBe(429);
     expect((await connect.json()).code).toBe("resource_exhausted");
   });

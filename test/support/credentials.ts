@@ -2,7 +2,11 @@ import type { TestServer } from "./server.js";
 
 /** Builders for the credentials a test needs beyond those `init` printed. */
 export async function createApiKey(server: TestServer, role: "admin" | "member", organizationId = server.credentials.organization_id) {
-  const created = await server.app.tenancy.createApiKey({ organizationId, name: `test ${role} ${Math.random().toString(36).slice(2, 8)}`, role });
+  const created = await server.app.tenancy.createApiKey({
+    organizationId,
+    name: `test ${role} ${Math.random().toString(36).slice(2, 8)}`,
+    role,
+  });
   return created;
 }
 

@@ -48,12 +48,20 @@ export function reasonOf(answer: JsonAnswer): string | undefined {
  * Changes an organisation's identity settings the way the operator CLI does
  * (directly in the data store: no key can change them).
  */
-export async function setIdentitySettings(server: TestServer, patch: IdentitySettingsPatch, organizationId = server.credentials.organization_id) {
+export async function setIdentitySettings(
+  server: TestServer,
+  patch: IdentitySettingsPatch,
+  organizationId = server.credentials.organization_id,
+) {
   await createIdentityStore(server.app.database.client).saveSettings(organizationId, patch, new Date());
 }
 
 /** Password authentication on, with a per-IP limit high enough for a test's own traffic. */
-export function enablePasswords(server: TestServer, organizationId = server.credentials.organization_id, extra: IdentitySettingsPatch = {}) {
+export function enablePasswords(
+  server: TestServer,
+  organizationId = server.credentials.organization_id,
+  extra: IdentitySettingsPatch = {},
+) {
   return setIdentitySettings(server, { password: true, ipLimitPerMinute: 100_000, ...extra }, organizationId);
 }
 

@@ -18,7 +18,11 @@ export interface CliResult {
 }
 
 /** Starts `gatehouse ...args` with the given environment (on top of a clean copy of ours). */
-export function startCli(args: string[], env: Record<string, string>, stdin?: string | Buffer): { child: ChildProcess; done: Promise<CliResult> } {
+export function startCli(
+  args: string[],
+  env: Record<string, string>,
+  stdin?: string | Buffer,
+): { child: ChildProcess; done: Promise<CliResult> } {
   const { GATEHOUSE_URL: _u, GATEHOUSE_API_KEY: _k, GATEHOUSE_ORG: _o, NODE_OPTIONS: _n, ...inherited } = process.env;
   const child = spawn(process.execPath, [gatehouseBin, ...args], { env: { ...inherited, ...env }, stdio: ["pipe", "pipe", "pipe"] });
   let stdout = "";

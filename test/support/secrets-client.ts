@@ -79,7 +79,12 @@ export function secretsApi(server: TestServer, bearer: string, organizationId = 
     },
     putResponse: (body: unknown) => server.call(base, json("PUT", body)),
     /** Seals the value (plain or hybrid by size, unless told) and stores it. */
-    async put(name: string, environment: string, value: string, options: { tags?: string[]; format?: "plain" | "hybrid" } = {}): Promise<SecretMeta> {
+    async put(
+      name: string,
+      environment: string,
+      value: string,
+      options: { tags?: string[]; format?: "plain" | "hybrid" } = {},
+    ): Promise<SecretMeta> {
       const pem = await api.pem();
       const format = options.format ?? (Buffer.byteLength(value) <= 446 ? "plain" : "hybrid");
       const encrypted_value = format === "plain" ? sealPlain(pem, value) : sealHybrid(pem, value);
@@ -89,12 +94,18 @@ export function secretsApi(server: TestServer, bearer: string, organizationId = 
     },
     listResponse: (query: string) => server.call(`${base}${query}`, { bearer }),
     async list(environment: string, tags?: string): Promise<SecretMeta[]> {
-      const response = await api.listResponse(`?env=${encodeURIComponent(environment)}${tags === undefined ? "" : `&tags=${encodeURIComponent(tags)}`}`);
+      const response = await api.listResponse(
+        `?env=${encodeURIComponent(environment)}${tags === undefined ? "" : `&tags=${encodeURIComponent(tags)}`}`,
+      );
       if (response.status !== 200) throw new Error(`list: ${response.status} ${await response.text()}`);
       return ((await response.json()) as { secrets: SecretMeta[] }).secrets;
     },
     retrieveResponse: (body: unknown) => server.call(`${base}/retrieve`, json("POST", body)),
-    async retrieve(environment: string, options: { names?: string[]; tags?: string[] } = {}, client = defaultClient()): Promise<RetrievedPayload> {
+    async retrieve(
+      environment: string,
+      options: { names?: string[]; tags?: string[] } = {},
+      client = defaultClient(),
+    ): Promise<RetrievedPayload> {
       const response = await api.retrieveResponse({
         environment,
         names: options.names ?? [],
@@ -133,5 +144,12 @@ export async function errorOf(response: Response): Promise<{
     details?: { debug?: { reason?: string; violations?: { field: string; description: string }[] } }[];
   };
   const debug = body.details?.[0]?.debug;
-  return { status: response.status, code: body.code, message: body.message, reason: debug?.reason, violations: debug?.violations ?? [], text };
+  return {
+    status: response.status,
+    code: body.code,
+    message: body.message,
+    reason: debug?.reason,
+    violations: debug?.violations ?? [],
+    text,
+  };
 }

@@ -47,7 +47,11 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     ...(options.clock ? { clock: options.clock } : {}),
     logDestination: new Writable({
       write(chunk, _encoding, done) {
-        logs.push(...String(chunk).split("\n").filter((line) => line.length > 0));
+        logs.push(
+          ...String(chunk)
+            .split("\n")
+            .filter((line) => line.length > 0),
+        );
         done();
       },
     }),

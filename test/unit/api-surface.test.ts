@@ -26,7 +26,15 @@ describe("auth rules", () => {
   });
 
   test("identity generation and session checks are backend-only (secret key)", () => {
-    for (const name of ["generateMagicLink", "beginAddPasskey", "finishAddPasskey", "removePasskey", "validateSession", "revokeSession", "requestPasswordReset"] as const) {
+    for (const name of [
+      "generateMagicLink",
+      "beginAddPasskey",
+      "finishAddPasskey",
+      "removePasskey",
+      "validateSession",
+      "revokeSession",
+      "requestPasswordReset",
+    ] as const) {
       expect(authRuleOf(IdentityService.method[name]).credentials).toEqual([Credential.SECRET_KEY]);
     }
   });

@@ -26,11 +26,18 @@ describe("protobuf", () => {
     try {
       execFileSync(buf, ["generate", "-o", out], { cwd: root, stdio: "pipe" });
       const fresh = join(out, "gen");
-      const committed = listFiles(join(root, "gen")).map((f) => relative(join(root, "gen"), f)).sort();
-      const generated = listFiles(fresh).map((f) => relative(fresh, f)).sort();
+      const committed = listFiles(join(root, "gen"))
+        .map((f) => relative(join(root, "gen"), f))
+        .sort();
+      const generated = listFiles(fresh)
+        .map((f) => relative(fresh, f))
+        .sort();
       expect(committed).toEqual(generated);
       for (const file of generated) {
-        expect({ file, text: readFileSync(join(root, "gen", file), "utf8") }).toEqual({ file, text: readFileSync(join(fresh, file), "utf8") });
+        expect({ file, text: readFileSync(join(root, "gen", file), "utf8") }).toEqual({
+          file,
+          text: readFileSync(join(fresh, file), "utf8"),
+        });
       }
     } finally {
       rmSync(out, { recursive: true, force: true });
@@ -53,7 +60,11 @@ describe("Prisma schema", () => {
       url.pathname = "/postgres";
       env.GATEHOUSE_MIGRATION_DATABASE_URL = url.toString();
     }
-    const result = spawnSync(process.execPath, ["scripts/prisma-migration.mjs", "--check", ...providers], { cwd: root, encoding: "utf8", env });
+    const result = spawnSync(process.execPath, ["scripts/prisma-migration.mjs", "--check", ...providers], {
+      cwd: root,
+      encoding: "utf8",
+      env,
+    });
     expect({ status: result.status, out: result.stdout + result.stderr }).toMatchObject({ status: 0 });
   });
 });

@@ -13,11 +13,22 @@ const updatedAt = new Date("2026-11-24T10:11:12.345Z");
 beforeAll(async () => {
   testDb = await createTestDatabase();
   db = await openDatabase(
-    testProvider === "sqlite" ? { provider: "sqlite", file: join(testDb.dataDir, "gatehouse.db") } : { provider: "postgresql", url: testDb.url },
+    testProvider === "sqlite"
+      ? { provider: "sqlite", file: join(testDb.dataDir, "gatehouse.db") }
+      : { provider: "postgresql", url: testDb.url },
   );
   await db.client.organization.create({ data: { id: organizationId, name: "Plain SQL" } });
   await db.client.identitySettings.create({
-    data: { organizationId, passkeys: true, magicLinks: false, password: true, rpId: "example.com", origins: null, sessionTtlSeconds: 3600, updatedAt },
+    data: {
+      organizationId,
+      passkeys: true,
+      magicLinks: false,
+      password: true,
+      rpId: "example.com",
+      origins: null,
+      sessionTtlSeconds: 3600,
+      updatedAt,
+    },
   });
   for (const [i, at] of ["2026-11-24T10:00:00.000Z", "2026-11-24T10:00:01.500Z", "2026-11-24T10:00:02.000Z"].entries()) {
     await db.client.loginFailure.create({ data: { id: `f${i}`, organizationId, identifier: "h", createdAt: new Date(at) } });
@@ -53,7 +64,10 @@ test("date-time and integer parameters, LIMIT and a derived table read the same"
     LEFT JOIN (SELECT "createdAt" FROM "LoginFailure" WHERE "organizationId" = ${organizationId} AND "createdAt" >= ${since}
                ORDER BY "createdAt" DESC LIMIT ${5}) AS f ON 1 = 1`;
   expect(viaSql).toEqual(viaPrisma);
-  expect(viaSql.map((row) => new Date(row.failedAt as Date | string).toISOString())).toEqual(["2026-11-24T10:00:02.000Z", "2026-11-24T10:00:01.500Z"]);
+  expect(viaSql.map((row) => new Date(row.failedAt as Date | string).toISOString())).toEqual([
+    "2026-11-24T10:00:02.000Z",
+    "2026-11-24T10:00:01.500Z",
+  ]);
 });
 
 test("an upsert's RETURNING count and execute's changed rows agree with Prisma's", async () => {

@@ -24,13 +24,25 @@ describe("statement cache of the SQLite adapter", () => {
   test("one prepared statement serves every binding of the same SQL, each with its own arguments", () => {
     const { prepare, prepared } = open();
     prepare("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)").run();
-    for (const [id, name] of [[1, "a"], [2, "b"], [3, "c"]] as const) {
+    for (const [id, name] of [
+      [1, "a"],
+      [2, "b"],
+      [3, "c"],
+    ] as const) {
       expect(prepare("INSERT INTO t (id, name) VALUES (?, ?)").bind([id, name]).run().changes).toBe(1);
     }
     const select = "SELECT id, name FROM t WHERE id >= ? ORDER BY id";
-    expect(prepare(select).bind([2]).raw().all()).toEqual([[2, "b"], [3, "c"]]);
+    expect(prepare(select).bind([2]).raw().all()).toEqual([
+      [2, "b"],
+      [3, "c"],
+    ]);
     expect(prepare(select).bind([3]).raw().all()).toEqual([[3, "c"]]);
-    expect(prepare(select).bind([1]).columns().map((c) => c.name)).toEqual(["id", "name"]);
+    expect(
+      prepare(select)
+        .bind([1])
+        .columns()
+        .map((c) => c.name),
+    ).toEqual(["id", "name"]);
     expect(prepared.filter((sql) => sql === select)).toHaveLength(1);
     expect(prepared.filter((sql) => sql.startsWith("INSERT"))).toHaveLength(1);
   });

@@ -11,7 +11,9 @@ let db: Database;
 beforeAll(async () => {
   testDb = await createTestDatabase();
   db = await openDatabase(
-    testProvider === "sqlite" ? { provider: "sqlite", file: join(testDb.dataDir, "gatehouse.db") } : { provider: "postgresql", url: testDb.url },
+    testProvider === "sqlite"
+      ? { provider: "sqlite", file: join(testDb.dataDir, "gatehouse.db") }
+      : { provider: "postgresql", url: testDb.url },
   );
 });
 

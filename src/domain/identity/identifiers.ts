@@ -20,7 +20,8 @@ export function normalizeIdentifier(raw: string): string {
 export function readIdentifier(raw: string, field: string, violations: Violation[]): string {
   const identifier = normalizeIdentifier(raw);
   if (identifier.length === 0) violations.push({ field, description: "is required" });
-  else if (identifier.length > maxIdentifierLength) violations.push({ field, description: `must be at most ${maxIdentifierLength} characters` });
+  else if (identifier.length > maxIdentifierLength)
+    violations.push({ field, description: `must be at most ${maxIdentifierLength} characters` });
   else if (controlCharacter.test(identifier)) violations.push({ field, description: "must not contain control characters" });
   return identifier;
 }

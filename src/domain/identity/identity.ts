@@ -7,7 +7,7 @@ import { readIdentifier, readUuid } from "./identifiers.js";
 import { createLimits } from "./limits.js";
 import type { PasswordHasher } from "./password-hasher.js";
 import { checkNewPassword } from "./password-policy.js";
-import type { IssuedSession, SessionIssuer } from "./sessions.js";
+import type { IssuedSession, SessionIssuer, VerifiedSession } from "./sessions.js";
 import { effectiveSettings, type IdentitySettings } from "./settings.js";
 
 export interface IdentityDeps {
@@ -168,7 +168,10 @@ export function createIdentity(deps: IdentityDeps) {
     const now = deps.clock();
     if (await tx.spendOneTimeToken(organizationId, hash, kind, now)) return;
     const again = await tx.findOneTimeToken(hash);
-    throw (again && unusable(kind, again, now)) ?? new DomainError("not_found", `${tokenWords[kind].reason}_not_found`, `this ${tokenWords[kind].name} does not exist`);
+    throw (
+      (again && unusable(kind, again, now)) ??
+      new DomainError("not_found", `${tokenWords[kind].reason}_not_found`, `this ${tokenWords[kind].name} does not exist`)
+    );
   }
 
   return {
@@ -240,7 +243,10 @@ export function createIdentity(deps: IdentityDeps) {
      * caller (the organisation's backend) needs none. Every other session of
      * the identity is revoked.
      */
-    async resetPassword(caller: Caller, input: { identityId: string; newPassword: string; sessionToken: string }): Promise<{ identityId: string }> {
+    async resetPassword(
+      caller: Caller,
+      input: { identityId: string; newPassword: string; sessionToken: string },
+    ): Promise<{ identityId: string }> {
       const settings = await settingsOf(caller.organizationId);
       requirePassword(settings);
       await limitClient(caller, settings);
@@ -361,7 +367,7 @@ export function createIdentity(deps: IdentityDeps) {
         `resetting a password with a publishable key needs session_token, a session of this identity issued within the last 15 minutes: ${why}`,
       );
     if (token.trim().length === 0) throw refuse("none was given");
-    let session;
+    let session: VerifiedSession;
     try {
       session = await deps.sessions.verifySessionToken(token, { organizationId });
     } catch (error) {

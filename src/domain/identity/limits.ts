@@ -159,7 +159,12 @@ export function createLimits(deps: LimitsDeps) {
       let { recentFailures, thresholdFailureAt } = seen;
       if (seen.query.threshold !== threshold || seen.query.windowSeconds !== settings.lockoutWindowSeconds) {
         // The settings changed since the query was built: look again with the right ones.
-        const recent = await deps.store.recentLoginFailures(organizationId, identifierHash, new Date(now.getTime() - windowMs + 1), threshold);
+        const recent = await deps.store.recentLoginFailures(
+          organizationId,
+          identifierHash,
+          new Date(now.getTime() - windowMs + 1),
+          threshold,
+        );
         recentFailures = recent.length;
         thresholdFailureAt = recent[threshold - 1] ?? null;
       }

@@ -30,4 +30,3 @@ export async function checkNewPassword(password: string, field: string, violatio
     violations.push({ field, description: "is too common (it appears in lists of breached passwords); choose another" });
   }
 }
-

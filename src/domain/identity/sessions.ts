@@ -172,10 +172,7 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
         createdAt: issuedAt,
         expiresAt,
       });
-      const token = signSessionToken(
-        { iss: deps.issuer, aud: input.organizationId, sub: input.identityId, sid: sessionId, iat, exp },
-        key,
-      );
+      const token = signSessionToken({ iss: deps.issuer, aud: input.organizationId, sub: input.identityId, sid: sessionId, iat, exp }, key);
       return { token, sessionId, organizationId: input.organizationId, identityId: input.identityId, issuedAt, expiresAt };
     },
 
@@ -197,7 +194,8 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
       if (iss !== deps.issuer || typeof aud !== "string" || typeof sub !== "string" || typeof sid !== "string") {
         throw unauthenticated("session_invalid", "the session token was not issued by this platform");
       }
-      if (typeof iat !== "number" || typeof exp !== "number") throw unauthenticated("session_invalid", "the session token has no iat or exp");
+      if (typeof iat !== "number" || typeof exp !== "number")
+        throw unauthenticated("session_invalid", "the session token has no iat or exp");
       if (options.organizationId !== undefined && aud !== options.organizationId) {
         throw unauthenticated("session_invalid", "the session token belongs to another organisation");
       }

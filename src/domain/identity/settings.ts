@@ -118,7 +118,8 @@ export function parseSettingsAssignments(assignments: readonly string[]): Identi
   const violations: Violation[] = [];
   const patch: IdentitySettingsPatch = {};
   const seen = new Set<string>();
-  if (assignments.length === 0) violations.push({ field: "settings", description: `give at least one key=value; keys: ${settingsKeys.join(", ")}` });
+  if (assignments.length === 0)
+    violations.push({ field: "settings", description: `give at least one key=value; keys: ${settingsKeys.join(", ")}` });
   for (const assignment of assignments) {
     const eq = assignment.indexOf("=");
     if (eq <= 0) {
@@ -146,7 +147,8 @@ export function parseSettingsAssignments(assignments: readonly string[]): Identi
     } else if (key === "rp_id") {
       const rpId = value.toLowerCase();
       if (rpId === "") patch.rpId = null;
-      else if (!hostName.test(rpId)) violations.push({ field: key, description: `must be a host name such as example.com, got "${value}"` });
+      else if (!hostName.test(rpId))
+        violations.push({ field: key, description: `must be a host name such as example.com, got "${value}"` });
       else patch.rpId = rpId;
     } else if (key === "origins") {
       const origins = parseOrigins(value, violations);

@@ -16,9 +16,13 @@ const spkiHeader = "-----BEGIN PUBLIC KEY-----";
 export function createClientKeyParser(recentLimit = 128) {
   const recent = new Map<string, KeyObject>();
   return function parseClientKey(pem: string, into: Violation[]): KeyObject | null {
-    const hint = 'generate one with `openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:3072 -out client.pem && openssl pkey -in client.pem -pubout`';
+    const hint =
+      "generate one with `openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:3072 -out client.pem && openssl pkey -in client.pem -pubout`";
     if (pem.trim() === "") {
-      into.push({ field, description: `is required: your RSA public key (SPKI PEM, at least ${minBits} bits) that the answer is encrypted to; ${hint}` });
+      into.push({
+        field,
+        description: `is required: your RSA public key (SPKI PEM, at least ${minBits} bits) that the answer is encrypted to; ${hint}`,
+      });
       return null;
     }
     const known = recent.get(pem);

@@ -89,7 +89,9 @@ export function createRsaDecryptionPool(options: RsaDecryptionPoolOptions = {}):
       const job = slot.job;
       if (!job || job.id !== message.id) return;
       slot.job = undefined;
-      job.resolve(message.plaintext ? Buffer.from(message.plaintext.buffer, message.plaintext.byteOffset, message.plaintext.byteLength) : null);
+      job.resolve(
+        message.plaintext ? Buffer.from(message.plaintext.buffer, message.plaintext.byteOffset, message.plaintext.byteLength) : null,
+      );
       pump();
     });
     const fail = (error: unknown) => {
@@ -123,7 +125,13 @@ export function createRsaDecryptionPool(options: RsaDecryptionPoolOptions = {}):
       if (closed) return Promise.reject(new Error("the RSA decryption pool is closed"));
       if (queue.length >= maxQueued) {
         return Promise.reject(
-          new DomainError("resource_exhausted", "decryption_busy", "too many sealed values are being decrypted right now: retry shortly", [], 1),
+          new DomainError(
+            "resource_exhausted",
+            "decryption_busy",
+            "too many sealed values are being decrypted right now: retry shortly",
+            [],
+            1,
+          ),
         );
       }
       return new Promise<Buffer | null>((resolve, reject) => {

@@ -111,7 +111,11 @@ export function valueText(bytes: Buffer, into: Violation[]): string | null {
   try {
     return strictUtf8.decode(bytes);
   } catch {
-    into.push({ field, description: "decrypts to bytes that are not UTF-8 text: secret values are UTF-8 strings (base64-encode binary data before sealing it)" });
+    into.push({
+      field,
+      description:
+        "decrypts to bytes that are not UTF-8 text: secret values are UTF-8 strings (base64-encode binary data before sealing it)",
+    });
     return null;
   }
 }

@@ -39,7 +39,9 @@ const dataKeyPurpose = (organizationId: string) => `secrets-data-key:${organizat
 
 /** key_id of CONTRACT.md: the hex SHA-256 of the key's DER (SPKI) encoding. */
 export function keyIdOf(publicKey: KeyObject): string {
-  return createHash("sha256").update(publicKey.export({ type: "spki", format: "der" })).digest("hex");
+  return createHash("sha256")
+    .update(publicKey.export({ type: "spki", format: "der" }))
+    .digest("hex");
 }
 
 /**

@@ -1,12 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { RandomSource } from "../../crypto/tokens.js";
-import {
-  type AuditCursor,
-  type SecretAuditRecord,
-  type SecretRecord,
-  type SecretsStore,
-  type SecretVersionRecord,
-} from "../../storage/secrets-store.js";
+import type { AuditCursor, SecretAuditRecord, SecretRecord, SecretsStore, SecretVersionRecord } from "../../storage/secrets-store.js";
 import type { Clock } from "../clock.js";
 import { DomainError, invalidArgument, type Violation } from "../errors.js";
 import { createAuditWriter } from "./audit-writer.js";
@@ -113,7 +107,13 @@ export function createSecrets(deps: SecretsDeps) {
     updatedAt: secret.updatedAt,
   });
 
-  const audit = (caller: SecretsCaller, action: SecretAuditRecord["action"], environment: string, names: string[], at: Date): SecretAuditRecord => ({
+  const audit = (
+    caller: SecretsCaller,
+    action: SecretAuditRecord["action"],
+    environment: string,
+    names: string[],
+    at: Date,
+  ): SecretAuditRecord => ({
     id: randomUUID(),
     organizationId: caller.organizationId,
     action,
@@ -157,7 +157,8 @@ export function createSecrets(deps: SecretsDeps) {
       if (!keys) {
         violations.push({
           field: "encrypted_value",
-          description: "cannot be opened: the organisation has no secrets key yet; fetch it with GET /organization/{id}/secrets/public-key, seal the value to it and retry",
+          description:
+            "cannot be opened: the organisation has no secrets key yet; fetch it with GET /organization/{id}/secrets/public-key, seal the value to it and retry",
         });
       } else {
         plaintext = await openSealedValue(sealed, keys.privateKey, keys.keyId, deps.decryptor, violations);
@@ -168,7 +169,10 @@ export function createSecrets(deps: SecretsDeps) {
 
     if (violations.length > 0) {
       plaintext?.fill(0);
-      throw invalidArgument(violations, reasons.has("plaintext_refused") ? "plaintext_refused" : reasons.has("value_not_sealed") ? "value_not_sealed" : "invalid_argument");
+      throw invalidArgument(
+        violations,
+        reasons.has("plaintext_refused") ? "plaintext_refused" : reasons.has("value_not_sealed") ? "value_not_sealed" : "invalid_argument",
+      );
     }
     const value = plaintext as Buffer;
     const keys = await deps.keyrings.obtain(caller.organizationId);
@@ -224,10 +228,15 @@ export function createSecrets(deps: SecretsDeps) {
   ): Promise<RetrievalEnvelope> {
     const violations: Violation[] = [];
     checkEnvironment(input.environment, "environment", violations);
-    input.names.forEach((name, i) => checkName(name, `names[${i}]`, violations));
+    input.names.forEach((name, i) => {
+      checkName(name, `names[${i}]`, violations);
+    });
     const names = [...new Set(input.names)];
     if (names.length > maxRetrieveNames) {
-      violations.push({ field: "names", description: `asks for ${names.length} names; at most ${maxRetrieveNames} per request (or select by environment and tags)` });
+      violations.push({
+        field: "names",
+        description: `asks for ${names.length} names; at most ${maxRetrieveNames} per request (or select by environment and tags)`,
+      });
     }
     const tags = checkTags(input.tags, "tags", violations);
     const clientKey = deps.parseClientKey(input.publicKeyPem, violations);
@@ -242,7 +251,10 @@ export function createSecrets(deps: SecretsDeps) {
         "not_found",
         "secret_not_found",
         `no secret named ${missing.map((n) => `"${n}"`).join(", ")} in environment "${input.environment}"`,
-        missing.map((name) => ({ field: `names[${input.names.indexOf(name)}]`, description: `no secret "${name}" in environment "${input.environment}"` })),
+        missing.map((name) => ({
+          field: `names[${input.names.indexOf(name)}]`,
+          description: `no secret "${name}" in environment "${input.environment}"`,
+        })),
       );
     }
     // Sorted by name already (currentValues): the selection keeps that order.
@@ -264,7 +276,15 @@ export function createSecrets(deps: SecretsDeps) {
       }
     });
     const envelope = sealForClient(secrets, clientKey, deps.random);
-    await recordRetrieve(audit(caller, "retrieve", input.environment, secrets.map((s) => s.name), deps.clock()));
+    await recordRetrieve(
+      audit(
+        caller,
+        "retrieve",
+        input.environment,
+        secrets.map((s) => s.name),
+        deps.clock(),
+      ),
+    );
     return envelope;
   }
 
@@ -272,7 +292,11 @@ export function createSecrets(deps: SecretsDeps) {
    * The named secrets of the environment (all of them without names) with their
    * stored values, sorted by name; from the cache when it holds them.
    */
-  async function currentValues(organizationId: string, environment: string, names: readonly string[]): Promise<readonly RetrievableValue[]> {
+  async function currentValues(
+    organizationId: string,
+    environment: string,
+    names: readonly string[],
+  ): Promise<readonly RetrievableValue[]> {
     const cached = await values.get(organizationId, environment);
     if (!cached) return retrievableSorted(await deps.store.listCurrentValues(organizationId, environment, names));
     if (names.length === 0) return cached;
@@ -310,10 +334,17 @@ export function createSecrets(deps: SecretsDeps) {
   ): Promise<{ events: SecretAuditRecord[]; nextPageToken: string }> {
     const violations: Violation[] = [];
     if (input.pageSize < 0 || input.pageSize > maxAuditPage) {
-      violations.push({ field: "page_size", description: `must be from 1 to ${maxAuditPage} (0 or absent means ${defaultAuditPage}), got ${input.pageSize}` });
+      violations.push({
+        field: "page_size",
+        description: `must be from 1 to ${maxAuditPage} (0 or absent means ${defaultAuditPage}), got ${input.pageSize}`,
+      });
     }
     const after = input.pageToken === "" ? undefined : decodeCursor(input.pageToken);
-    if (after === null) violations.push({ field: "page_token", description: "is not a token from a previous answer: send next_page_token unchanged, or nothing for the first page" });
+    if (after === null)
+      violations.push({
+        field: "page_token",
+        description: "is not a token from a previous answer: send next_page_token unchanged, or nothing for the first page",
+      });
     if (violations.length > 0) throw invalidArgument(violations);
     const limit = input.pageSize || defaultAuditPage;
     const rows = await deps.store.listAuditEvents(caller.organizationId, limit + 1, after ?? undefined);
