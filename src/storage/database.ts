@@ -81,6 +81,8 @@ async function createClient(config: DatabaseConfig): Promise<{ client: Db; adapt
       import("@prisma/adapter-better-sqlite3"),
     ]);
     const factory = new PrismaBetterSqlite3({ url: `file:${config.file}`, timeout: 10_000 });
+    // Reads made while a transaction holds the main connection (sqlite-transactions.ts).
+    const readerFactory = new PrismaBetterSqlite3({ url: `file:${config.file}`, timeout: 10_000 });
     // The same factory, with each connection's prepared statements kept (see
     // statement-cache.ts) and queries outside a transaction kept out of it
     // (see sqlite-transactions.ts).
@@ -91,7 +93,10 @@ async function createClient(config: DatabaseConfig): Promise<{ client: Db; adapt
         if (!connection)
           throw new Error("the SQLite adapter no longer keeps its connection where this version expects (see sqlite-transactions.ts)");
         cacheStatements(connection);
-        isolateTransactions(opened, connection);
+        const reader = await readerFactory.connect();
+        const readerConnection = connectionOf(reader);
+        if (readerConnection) cacheStatements(readerConnection);
+        isolateTransactions(opened, connection, reader);
         connected = opened;
         return opened;
       },

@@ -15,8 +15,11 @@ interface OpenTransaction {
  * the query lands inside it: it reads that transaction's uncommitted rows,
  * and its writes are undone if that transaction rolls back, although the
  * query returned success to a caller that has nothing to do with it (a
- * session row lost because an unrelated import failed). Here such a query
- * waits until the open transaction has ended.
+ * session row lost because an unrelated import failed). Here a write waits
+ * until the open transaction has ended, and a statement that writes nothing
+ * goes to `reader`, a second connection to the same file, which sees what is
+ * committed (WAL lets readers run beside the writer), so a long import does
+ * not hold up every read of the process.
  *
  * So code inside a transaction queries through the transaction's client only
  * (the stores take it as their argument): a query through the outer client
@@ -29,7 +32,7 @@ interface OpenTransaction {
  * later, and a query slipped into that gap would join it) until the adapter
  * is told to commit or roll back.
  */
-export function isolateTransactions(adapter: SqlDriverAdapter, connection: Sqlite): void {
+export function isolateTransactions(adapter: SqlDriverAdapter, connection: Sqlite, reader: SqlDriverAdapter): void {
   let open: OpenTransaction | null = null;
 
   const prepare = connection.prepare.bind(connection);
@@ -69,9 +72,18 @@ export function isolateTransactions(adapter: SqlDriverAdapter, connection: Sqlit
     return run();
   }
 
+  // Whether SQL writes nothing, as SQLite's compiler says (the statement is kept by statement-cache.ts).
+  const readsOnly = (sql: string) => (connection.prepare(sql) as unknown as { readonly: boolean }).readonly;
+
   // The adapter runs the SQL synchronously inside these calls, so the check and the statement cannot be split.
   const queryRaw = adapter.queryRaw.bind(adapter);
   const executeRaw = adapter.executeRaw.bind(adapter);
-  adapter.queryRaw = (query) => (open ? outside(() => queryRaw(query)) : queryRaw(query));
+  adapter.queryRaw = (query) => {
+    if (!open) return queryRaw(query);
+    return readsOnly(query.sql) ? reader.queryRaw(query) : outside(() => queryRaw(query));
+  };
   adapter.executeRaw = (query) => (open ? outside(() => executeRaw(query)) : executeRaw(query));
+
+  const dispose = adapter.dispose.bind(adapter);
+  adapter.dispose = () => Promise.all([reader.dispose(), dispose()]).then(() => undefined);
 }

@@ -3,6 +3,8 @@ import type { Database as Sqlite, Statement } from "better-sqlite3";
 /** What the Prisma SQLite adapter calls on a prepared statement (and nothing more). */
 interface AdapterStatement {
   readonly reader: boolean;
+  /** The statement writes nothing (what sqlite-transactions.ts asks). */
+  readonly readonly: boolean;
   bind(args: unknown[]): BoundStatement;
   run(): unknown;
 }
@@ -46,6 +48,7 @@ export function cacheStatements(db: Sqlite, limit = 512): void {
 
   const view = (statement: Statement): AdapterStatement => ({
     reader: statement.reader,
+    readonly: statement.readonly,
     run: () => statement.run(),
     bind: (args) => ({
       reader: statement.reader,

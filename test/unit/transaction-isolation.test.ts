@@ -54,7 +54,7 @@ test("a write made outside a transaction survives that transaction's rollback", 
   expect(await keys("a:")).toEqual(["a:outside"]);
 });
 
-test("a read outside a transaction never sees its uncommitted rows", async () => {
+test("a read outside a transaction never sees its uncommitted rows, and does not wait for it", async () => {
   const hold = latch();
   const entered = latch();
   const failing = db
@@ -66,12 +66,29 @@ test("a read outside a transaction never sees its uncommitted rows", async () =>
     })
     .catch(() => undefined);
   await entered.released;
-  const seen = keys("b:");
-  setTimeout(hold.release, 50);
-  // Answered after the rollback on SQLite (one connection), at once on PostgreSQL: never with the row.
-  expect(await seen).toEqual([]);
+  // Answered while the transaction is still open (a second connection on SQLite), with committed rows only.
+  const waited = new Promise((resolve) => setTimeout(() => resolve("still waiting after 5 s"), 5000));
+  expect(await Promise.race([keys("b:"), waited])).toEqual([]);
+  hold.release();
   await failing;
   expect(await keys("b:")).toEqual([]);
+});
+
+test("a read during a transaction sees what was committed before it", async () => {
+  await insert("e:before");
+  const hold = latch();
+  const entered = latch();
+  const committing = db.transaction(async (tx) => {
+    await insert("e:inside", tx);
+    entered.release();
+    await hold.released;
+  });
+  await entered.released;
+  const waited = new Promise((resolve) => setTimeout(() => resolve("still waiting after 5 s"), 5000));
+  expect(await Promise.race([keys("e:"), waited])).toEqual(["e:before"]);
+  hold.release();
+  await committing;
+  expect(await keys("e:")).toEqual(["e:before", "e:inside"]);
 });
 
 test("under a mix of failing transactions and outside writes, every outside write that returned is kept", async () => {
