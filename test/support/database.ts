@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
+import { openDatabase, type Database } from "../../src/storage/database.js";
 
 /**
  * The database a test file runs against. `npm test` uses a fresh SQLite file;
@@ -73,4 +74,13 @@ export async function dropChangeFeedConnections(url: string): Promise<number> {
   } finally {
     await admin.end();
   }
+}
+
+/** Opens a test database in this process, migrations applied, as the server opens it. */
+export function openTestDatabase(testDb: TestDatabase): Promise<Database> {
+  return openDatabase(
+    testDb.provider === "sqlite"
+      ? { provider: "sqlite", file: join(testDb.dataDir, "gatehouse.db") }
+      : { provider: "postgresql", url: testDb.url },
+  );
 }

@@ -1,6 +1,5 @@
-import { join } from "node:path";
-import { openDatabase, type Database } from "../../src/storage/database.js";
-import { createTestDatabase, testProvider, type TestDatabase } from "../support/database.js";
+import type { Database } from "../../src/storage/database.js";
+import { createTestDatabase, openTestDatabase, type TestDatabase } from "../support/database.js";
 
 // Database.sql hands statements to the driver adapter without Prisma's client
 // pipeline; callers must see exactly what `$queryRaw` gives for the same text.
@@ -12,11 +11,7 @@ const updatedAt = new Date("2026-11-24T10:11:12.345Z");
 
 beforeAll(async () => {
   testDb = await createTestDatabase();
-  db = await openDatabase(
-    testProvider === "sqlite"
-      ? { provider: "sqlite", file: join(testDb.dataDir, "gatehouse.db") }
-      : { provider: "postgresql", url: testDb.url },
-  );
+  db = await openTestDatabase(testDb);
   await db.client.organization.create({ data: { id: organizationId, name: "Plain SQL" } });
   await db.client.identitySettings.create({
     data: {

@@ -1,6 +1,5 @@
-import { join } from "node:path";
-import { openDatabase, type Database, type Tx } from "../../src/storage/database.js";
-import { createTestDatabase, testProvider, type TestDatabase } from "../support/database.js";
+import type { Database, Tx } from "../../src/storage/database.js";
+import { createTestDatabase, openTestDatabase, type TestDatabase } from "../support/database.js";
 
 // Queries made outside a transaction stay out of it, on SQLite (one connection,
 // see src/storage/sqlite-transactions.ts) as on PostgreSQL (a pool).
@@ -10,11 +9,7 @@ let db: Database;
 
 beforeAll(async () => {
   testDb = await createTestDatabase();
-  db = await openDatabase(
-    testProvider === "sqlite"
-      ? { provider: "sqlite", file: join(testDb.dataDir, "gatehouse.db") }
-      : { provider: "postgresql", url: testDb.url },
-  );
+  db = await openTestDatabase(testDb);
 });
 
 afterAll(async () => {
