@@ -81,26 +81,14 @@ async function createClient(config: DatabaseConfig): Promise<{ client: Db; adapt
       import("@prisma/adapter-better-sqlite3"),
     ]);
     const factory = new PrismaBetterSqlite3({ url: `file:${config.file}`, timeout: 10_000 });
-    // Reads made while a transaction holds the main connection (sqlite-transactions.ts).
-    const readerFactory = new PrismaBetterSqlite3({ url: `file:${config.file}`, timeout: 10_000 });
-    // The same factory, with each connection's prepared statements kept (see
-    // statement-cache.ts) and queries outside a transaction kept out of it
-    // (see sqlite-transactions.ts).
-    const sqliteFactory: typeof factory = Object.assign(Object.create(factory) as typeof factory, {
-      connect: async () => {
-        const opened = await factory.connect();
-        const connection = connectionOf(opened);
-        if (!connection)
-          throw new Error("the SQLite adapter no longer keeps its connection where this version expects (see sqlite-transactions.ts)");
-        cacheStatements(connection);
-        const reader = await readerFactory.connect();
-        const readerConnection = connectionOf(reader);
-        if (readerConnection) cacheStatements(readerConnection);
-        isolateTransactions(opened, connection, reader);
-        connected = opened;
-        return opened;
-      },
-      connectToShadowDb: () => factory.connectToShadowDb(),
+    // Each connection keeps its prepared statements (statement-cache.ts), and
+    // queries outside a transaction stay out of it, reads going to a second
+    // connection from the same factory (sqlite-transactions.ts).
+    const sqliteFactory = onConnect(factory, async (opened) => {
+      const reader = await factory.connect();
+      cachePrepared(reader);
+      isolateTransactions(opened, cachePrepared(opened), reader);
+      connected = opened;
     });
     return { client: new SqliteClient({ adapter: sqliteFactory }) as Db, adapter };
   }
@@ -109,13 +97,35 @@ async function createClient(config: DatabaseConfig): Promise<{ client: Db; adapt
     import("@prisma/adapter-pg"),
   ]);
   const factory = new PrismaPg({ connectionString: config.url, max: 10 });
-  const pgFactory: typeof factory = Object.assign(Object.create(factory) as typeof factory, {
+  const pgFactory = onConnect(factory, (opened) => {
+    connected = opened;
+  });
+  return { client: new PgClient({ adapter: pgFactory }) as unknown as Db, adapter };
+}
+
+/** The better-sqlite3 connection of a connected adapter, set to keep its prepared statements. */
+function cachePrepared(adapter: SqlDriverAdapter): NonNullable<ReturnType<typeof connectionOf>> {
+  const connection = connectionOf(adapter);
+  if (!connection) throw new Error("the SQLite adapter no longer keeps its connection where this version expects (see statement-cache.ts)");
+  cacheStatements(connection);
+  return connection;
+}
+
+/**
+ * The same adapter factory, with `prepare` run on each adapter it connects
+ * before the client gets it. The factories keep private fields, so their other
+ * methods are called on the factory itself.
+ */
+function onConnect<F extends { connect(): Promise<SqlDriverAdapter>; connectToShadowDb(): Promise<SqlDriverAdapter> }>(
+  factory: F,
+  prepare: (opened: Awaited<ReturnType<F["connect"]>>) => void | Promise<void>,
+): F {
+  return Object.assign(Object.create(factory) as F, {
     connect: async () => {
-      const opened = await factory.connect();
-      connected = opened;
+      const opened = (await factory.connect()) as Awaited<ReturnType<F["connect"]>>;
+      await prepare(opened);
       return opened;
     },
     connectToShadowDb: () => factory.connectToShadowDb(),
   });
-  return { client: new PgClient({ adapter: pgFactory }) as unknown as Db, adapter };
 }
