@@ -1,6 +1,6 @@
-import { connectNodeAdapter } from "@connectrpc/connect-node";
-import { createServer, type Server } from "node:http";
-import { createServer as createHttp2Server, type Http2Server, type Http2Session } from "node:http2";
+import type { Interceptor } from "@connectrpc/connect";
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { Http2Server, Http2Session } from "node:http2";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { DestinationStream } from "pino";
@@ -12,34 +12,38 @@ import { SecretsService } from "../gen/svc/v1/secrets_pb.js";
 import type { AppDeps } from "./app-deps.js";
 import type { Config } from "./config.js";
 import { createMasterKeyring } from "./crypto/envelope.js";
-import { createDashboard } from "./dashboard/create-dashboard.js";
 import { loadMasterKey } from "./crypto/master-key.js";
 import { systemRandom, type RandomSource } from "./crypto/tokens.js";
+import { createDashboard } from "./dashboard/create-dashboard.js";
 import { systemClock, type Clock } from "./domain/clock.js";
 import { DomainError } from "./domain/errors.js";
 import { createPasswordHasher } from "./domain/identity/password-hasher.js";
 import { createTenancy, type InitialCredentials } from "./domain/tenancy/tenancy.js";
-import { clientIdentityPaths, withClientCors } from "./handlers/client-cors.js";
 import { createConfigService } from "./handlers/config-service.js";
 import { createDashboardService } from "./handlers/dashboard-service.js";
 import { createHealthService } from "./handlers/health-service.js";
 import { createIdentityService, createJwksRoute } from "./handlers/identity-service.js";
-import { createSecretsService } from "./handlers/secrets-service.js";
+import { createReflectionServices } from "./handlers/reflection-service.js";
 import { createSdkRoutes } from "./handlers/sdk-routes.js";
+import { createSecretsService } from "./handlers/secrets-service.js";
 import { createAuthenticator, createAuthInterceptor } from "./interceptors/auth.js";
+import { createCredentialCache } from "./interceptors/credential-cache.js";
 import { createErrorInterceptor, type ErrorLogger } from "./interceptors/errors.js";
 import { createPlantServer } from "./plants/plant-api.js";
 import { restRoutes } from "./rest/routes.js";
 import { createRestShim } from "./rest/shim.js";
-import { createConnectUnary } from "./server/connect-unary.js";
-import { createPlatformHandler, PlatformResponse, stampPeerAddress, type ExtraRoute } from "./server/http-server.js";
+import { createConnectDoor } from "./server/connect-door.js";
+import { createGrpcServer } from "./server/grpc-server.js";
+import { createGrpcWebDoor } from "./server/grpc-web-door.js";
+import { createPlatformHandler, PlatformResponse, type ExtraRoute } from "./server/http-server.js";
 import { createLoggers, type Logger } from "./server/logger.js";
 import { createMetrics } from "./server/metrics.js";
-import { createRoutes, indexUnary, type ServiceEntry } from "./server/registry.js";
-import { openDatabase, type Database } from "./storage/database.js";
+import { createObservability } from "./server/observability.js";
+import { createPipeline } from "./server/pipeline.js";
+import { createProcedures, type ServiceEntry } from "./server/procedures.js";
 import { createChangeFeed } from "./storage/change-feed.js";
+import { openDatabase, type Database } from "./storage/database.js";
 import { createTenancyStore } from "./storage/tenancy-store.js";
-import { createCredentialCache } from "./interceptors/credential-cache.js";
 
 export interface AppOptions {
   config: Config;
@@ -47,6 +51,8 @@ export interface AppOptions {
   random?: RandomSource;
   /** Where logs go (stdout by default); tests capture them. */
   logDestination?: DestinationStream;
+  /** Interceptors to run on every call of every door, after authentication (tracing, auditing, tests). */
+  interceptors?: Interceptor[];
 }
 
 export interface Listening {
@@ -135,11 +141,17 @@ export async function createApp(options: AppOptions): Promise<App> {
       impl: createDashboardService(deps, { dashboard, tenancy, config: configService, secrets: secretsService }),
     },
   ];
-  const routes = createRoutes(services, [createErrorInterceptor(logError), createAuthInterceptor(authenticator)]);
-  const unary = indexUnary(services);
+  services.push(...createReflectionServices(services.map((entry) => entry.service)));
+  const interceptors = [createErrorInterceptor(logError), createAuthInterceptor(authenticator), ...(options.interceptors ?? [])];
+  const procedures = createProcedures(services, interceptors);
   const readMaxBytes = config.limits.configBody + 64 * 1024;
-  const adapterOptions = { routes, readMaxBytes, jsonOptions: { ignoreUnknownFields: false } } as const;
   const metrics = createMetrics();
+  const observability = createObservability({ metrics, logRpc: loggers.rpc, logRequest: loggers.request });
+  const pipeline = createPipeline({
+    observe: (call) => observability.call(call),
+    logError,
+  });
+  const rest = createRestShim({ pipeline, procedures, routes: restRoutes, limits: config.limits });
   const extra: ExtraRoute[] = [
     {
       label: "/metrics",
@@ -154,15 +166,16 @@ export async function createApp(options: AppOptions): Promise<App> {
     ...createSdkRoutes(),
     ...dashboard.routes,
   ];
+  const peerOf = (req: IncomingMessage) => req.socket.remoteAddress;
   const platformHandler = createPlatformHandler({
     logger,
-    logRequest: loggers.request,
-    metrics,
-    rest: createRestShim({ authenticator, logError, routes: restRoutes, unary, limits: config.limits }),
-    connectUnary: createConnectUnary({ authenticator, logError, unary, readMaxBytes }),
-    stock: connectNodeAdapter(adapterOptions),
+    observability,
+    rest,
+    connect: createConnectDoor({ pipeline, readMaxBytes }),
+    grpcWeb: createGrpcWebDoor({ pipeline, readMaxBytes }),
+    procedures,
     extra,
-    rpcPaths: new Set(services.flatMap(({ service }) => service.methods.map((m) => `/${service.typeName}/${m.name}`))),
+    clientAddress: peerOf,
   });
 
   let servers: (Server | Http2Server)[] = [];
@@ -183,17 +196,23 @@ export async function createApp(options: AppOptions): Promise<App> {
       }
     },
     async listen() {
+      const limits = config.transport;
       const http = createServer(
-        { keepAliveTimeout: 65_000, ServerResponse: PlatformResponse },
-        withClientCors(platformHandler, clientIdentityPaths(restRoutes)),
+        {
+          ServerResponse: PlatformResponse,
+          keepAliveTimeout: limits.keepAliveTimeoutMs,
+          // Slow clients (slowloris): headers must arrive within headersTimeout, the whole request within requestTimeout,
+          // checked every second rather than Node's default 30 s.
+          headersTimeout: limits.headersTimeoutMs,
+          requestTimeout: limits.requestTimeoutMs,
+          connectionsCheckingInterval: 1_000,
+          maxHeaderSize: 16 * 1024,
+        },
+        platformHandler,
       );
-      const grpcAdapter = connectNodeAdapter(adapterOptions);
-      const grpc = trackSessions(
-        createHttp2Server((req, res) => {
-          stampPeerAddress(req);
-          grpcAdapter(req, res);
-        }),
-      );
+      http.maxConnections = limits.maxConnections;
+      http.maxHeadersCount = 100;
+      const grpc = trackSessions(createGrpcServer({ pipeline, procedures, observability, limits, readMaxBytes, logError }));
       const sample = createPlantServer(deps);
       servers = [http, grpc, sample];
       const ports = await Promise.all([

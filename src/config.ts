@@ -20,11 +20,36 @@ export interface Config {
   logLevel: string;
   /** Request body limits in bytes. */
   limits: { jsonBody: number; configBody: number };
+  /** Connection and stream limits of both ports (README "Limits"). */
+  transport: TransportLimits;
   /**
    * How long authentication may reuse what it read about a credential when no
    * change notification reaches it (0: read the database on every request).
    */
   credentialCacheMs: number;
+}
+
+/**
+ * What a client may hold open before it has authenticated, and for how long,
+ * so that slow or half-open requests cannot pile up (slowloris, HTTP/2 stream floods).
+ */
+export interface TransportLimits {
+  /** HTTP/1.1: time to receive a request's headers. */
+  headersTimeoutMs: number;
+  /** HTTP/1.1: time to receive a whole request (headers and body). */
+  requestTimeoutMs: number;
+  /** HTTP/1.1: how long an idle keep-alive connection stays open. */
+  keepAliveTimeoutMs: number;
+  /** Open connections per port (HTTP/1.1) or HTTP/2 sessions (gRPC port). */
+  maxConnections: number;
+  /** HTTP/2: streams a session may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). */
+  maxConcurrentStreams: number;
+  /** HTTP/2: streams of a session still waiting for their first message (not yet authenticated). */
+  maxPendingStreams: number;
+  /** HTTP/2: time from a stream's headers to its first complete message. */
+  firstMessageTimeoutMs: number;
+  /** HTTP/2: how long a session with no open stream stays open. */
+  idleTimeoutMs: number;
 }
 
 export type DatabaseConfig = { provider: "sqlite"; file: string } | { provider: "postgresql"; url: string };
@@ -42,6 +67,22 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const publicUrl = readPublicUrl(env.PUBLIC_URL, host, port, problems);
   const database = readDatabase(env.DATABASE_URL, dataDir, cwd, problems);
   const credentialCacheMs = readInteger(env, "CREDENTIAL_CACHE_MS", 5_000, 0, 60_000, problems);
+  const transport: TransportLimits = {
+    headersTimeoutMs: readInteger(env, "HTTP_HEADERS_TIMEOUT_MS", 10_000, 100, 600_000, problems),
+    requestTimeoutMs: readInteger(env, "HTTP_REQUEST_TIMEOUT_MS", 30_000, 100, 3_600_000, problems),
+    keepAliveTimeoutMs: readInteger(env, "HTTP_KEEP_ALIVE_TIMEOUT_MS", 65_000, 100, 3_600_000, problems),
+    maxConnections: readInteger(env, "MAX_CONNECTIONS", 10_000, 1, 1_000_000, problems),
+    maxConcurrentStreams: readInteger(env, "GRPC_MAX_CONCURRENT_STREAMS", 100, 1, 10_000, problems),
+    maxPendingStreams: readInteger(env, "GRPC_MAX_PENDING_STREAMS", 16, 1, 10_000, problems),
+    firstMessageTimeoutMs: readInteger(env, "GRPC_FIRST_MESSAGE_TIMEOUT_MS", 10_000, 100, 600_000, problems),
+    idleTimeoutMs: readInteger(env, "GRPC_IDLE_TIMEOUT_MS", 300_000, 1_000, 3_600_000, problems),
+  };
+  if (transport.requestTimeoutMs < transport.headersTimeoutMs) {
+    problems.push({
+      field: "HTTP_REQUEST_TIMEOUT_MS",
+      description: "must be at least HTTP_HEADERS_TIMEOUT_MS (a request includes its headers)",
+    });
+  }
   const masterKeyBase64 = env.GATEHOUSE_MASTER_KEY?.trim() || undefined;
   if (masterKeyBase64 !== undefined && Buffer.from(masterKeyBase64, "base64").length !== 32) {
     problems.push({
@@ -64,6 +105,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     logLevel: env.LOG_LEVEL?.trim() || "info",
     limits: { jsonBody: 1024 * 1024, configBody: 5 * 1024 * 1024 },
     credentialCacheMs,
+    transport,
   };
 }
 

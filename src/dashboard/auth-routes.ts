@@ -5,7 +5,7 @@ import { toConnectError, type ErrorLogger } from "../interceptors/errors.js";
 import { restStatusOf } from "../rest/status.js";
 import { mediaTypeOf, readBody } from "../server/http-body.js";
 import { peerAddressHeader, type ExtraRoute } from "../server/http-server.js";
-import { headerReader } from "../server/invoke-unary.js";
+import { headerReader } from "../server/http-source.js";
 import { writeConnectError } from "../server/write-error.js";
 import type { OperatorPasskeys } from "./operator-passkeys.js";
 import type { OperatorSessions, StartedSession } from "./operator-sessions.js";

@@ -1,3 +1,4 @@
+import { parseIfMatch } from "../domain/config/if-match.js";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { ConfigService } from "../../gen/svc/v1/config_pb.js";
@@ -54,6 +55,7 @@ export function createConfigService(deps: AppDeps): Partial<ServiceImpl<typeof C
         strict: req.strict,
         dryRun: req.dryRun,
         expectedRevision: req.expectedRevision,
+        ifMatch: req.ifMatch === "" ? undefined : parseIfMatch(req.ifMatch),
         actor: actorOf(ctx),
       });
     },

@@ -50,6 +50,9 @@ const ruleCache = new WeakMap<DescMethod, AuthRule>();
 /** Rules of standard services whose proto we do not own (they cannot carry our option). */
 const standardServiceRules: Record<string, AuthRule> = {
   "grpc.health.v1.Health": create(AuthRuleSchema, { credentials: [Credential.NONE] }),
+  // Reflection reveals only the public schema (CONTRACT.md "Errors": it answers without a credential).
+  "grpc.reflection.v1.ServerReflection": create(AuthRuleSchema, { credentials: [Credential.NONE] }),
+  "grpc.reflection.v1alpha.ServerReflection": create(AuthRuleSchema, { credentials: [Credential.NONE] }),
 };
 
 /** The AuthRule declared on the RPC in proto (option (svc.v1.auth)). */
@@ -206,8 +209,9 @@ function readOrganizationId(message: unknown): string | undefined {
 }
 
 /**
- * The auth interceptor of the stock Connect, gRPC and gRPC-Web paths. The lean
- * unary path and the REST shim call the same authenticate() directly.
+ * The auth interceptor: every door runs it (the pipeline's chain), before the
+ * implementation, with the RPC's declared rule. Streaming RPCs name their
+ * organisation in their first request message, which is read here and handed on.
  */
 export function createAuthInterceptor(authenticator: Authenticator): Interceptor {
   return (next) => async (req) => {
@@ -215,7 +219,10 @@ export function createAuthInterceptor(authenticator: Authenticator): Interceptor
       req.contextValues.set(principalKey, await authenticator.authenticate(req.method, req.header, req.message));
       return next(req);
     }
-    // Server-streaming: the single request message names the organisation.
+    if (authRuleOf(req.method).credentials.includes(Credential.NONE)) {
+      req.contextValues.set(principalKey, { kind: "anonymous" });
+      return next(req);
+    }
     const iterator = req.message[Symbol.asyncIterator]();
     const first = await iterator.next();
     const firstMessage: unknown = first.done ? undefined : first.value;
@@ -224,6 +231,17 @@ export function createAuthInterceptor(authenticator: Authenticator): Interceptor
       if (!first.done) yield first.value;
       for (let item = await iterator.next(); !item.done; item = await iterator.next()) yield item.value;
     })();
-    return next({ ...req, message: replay });
+    // Every field by name: the request may be a class whose fields are not all its own (see the pipeline's CallRequest).
+    return next({
+      stream: true,
+      service: req.service,
+      method: req.method,
+      requestMethod: req.requestMethod,
+      url: req.url,
+      signal: req.signal,
+      header: req.header,
+      contextValues: req.contextValues,
+      message: replay,
+    });
   };
 }

@@ -29,13 +29,15 @@ export interface RestRoute {
   pattern: string;
   /** The RPC; a function chooses it from the JSON body when one path fronts two RPCs. */
   rpc: DescMethod | ((body: JsonObject) => DescMethod);
+  /** The RPCs a choosing function may return (the first labels requests whose body cannot be read). */
+  candidates?: DescMethod[];
   /** "json": a JSON object body; "yaml": the body is the text of `yamlField`; "none": no body. */
   body: "none" | "json" | "yaml";
   yamlField?: string;
   /** Body field aliases of the alternate /v1 paths: alias -> request field. */
   aliases?: Record<string, string>;
   query?: Record<string, QueryParam>;
-  /** Request field that receives the revision of an `If-Match: "<revision>"` header. */
+  /** Request field that receives the `If-Match` header as sent (the RPC compares it, RFC 9110 §13.1.1). */
   ifMatchField?: string;
   /** Fixed request fields. */
   fixed?: JsonObject;
@@ -94,7 +96,7 @@ export const restRoutes: RestRoute[] = [
     yamlField: "yaml",
     limit: "config",
     query: { strict: { field: "strict", kind: "boolean" }, dry_run: { field: "dry_run", kind: "boolean" } },
-    ifMatchField: "expected_revision",
+    ifMatchField: "if_match",
   },
 
   // Secrets.
@@ -149,6 +151,7 @@ export const restRoutes: RestRoute[] = [
     pattern: "/v1/identity/reset-password",
     // {identifier} (secret key) requests a token; {token, new_password} spends it.
     rpc: (body) => ("identifier" in body ? IdentityService.method.requestPasswordReset : IdentityService.method.completePasswordReset),
+    candidates: [IdentityService.method.completePasswordReset, IdentityService.method.requestPasswordReset],
     body: "json",
   },
 ];

@@ -1,15 +1,19 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ServerResponse, type IncomingMessage, type OutgoingHttpHeader, type OutgoingHttpHeaders } from "node:http";
-import { randomBytes } from "node:crypto";
-import type { createRestShim } from "../rest/shim.js";
-import type { createConnectUnary } from "./connect-unary.js";
-import type { Logger, RequestLog } from "./logger.js";
-import type { Metrics } from "./metrics.js";
+import type { RestShim } from "../rest/shim.js";
+import type { createConnectDoor } from "./connect-door.js";
+import type { createGrpcWebDoor } from "./grpc-web-door.js";
+import { isGrpcWeb, writeGrpcWebUnimplemented } from "./grpc-web-door.js";
+import { oneHeader } from "./http-source.js";
+import type { Logger } from "./logger.js";
+import type { Observability } from "./observability.js";
+import type { Procedure } from "./procedures.js";
+import { nextRequestId } from "./request-id.js";
 import { writeConnectError } from "./write-error.js";
 
 type NodeHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
-/** A page or document served beside the APIs (JWKS, SDK, dashboard, metrics). */
+/** A page or document served beside the APIs (JWKS, SDK, dashboard, metrics): not an RPC call. */
 export interface ExtraRoute {
   /** Label for metrics and logs. */
   label: string;
@@ -20,36 +24,27 @@ export interface ExtraRoute {
 export interface PlatformHandlerDeps {
   /** For failures no handler caught. */
   logger: Logger;
-  logRequest: RequestLog;
-  metrics: Metrics;
-  rest: ReturnType<typeof createRestShim>;
-  connectUnary: ReturnType<typeof createConnectUnary>;
-  /** The stock Connect / gRPC-Web handler (connectNodeAdapter). */
-  stock: NodeHandler;
+  observability: Observability;
+  rest: RestShim;
+  connect: ReturnType<typeof createConnectDoor>;
+  grpcWeb: ReturnType<typeof createGrpcWebDoor>;
+  procedures: ReadonlyMap<string, Procedure>;
   extra: ExtraRoute[];
-  /** Paths of every served RPC (`/svc.v1.ConfigService/WatchConfig`). */
-  rpcPaths: ReadonlySet<string>;
+  /** The client's address: the TCP peer, or what a trusted proxy says it is. */
+  clientAddress(req: IncomingMessage): string | undefined;
 }
 
-const requestIdPrefix = randomBytes(4).toString("hex");
-let requestCounter = 0;
-const safeRequestId = /^[A-Za-z0-9._:-]{1,64}$/;
-
 /**
- * Request header through which handlers learn the client's socket address
- * (per-IP limits). The server sets it on every request and drops any value a
- * client sent, so it cannot be forged.
+ * Request header through which handlers learn the client's address (per-IP
+ * limits). The server sets it on every request and drops any value a client
+ * sent, so it cannot be forged.
  */
 export const peerAddressHeader = "x-gatehouse-peer";
 
-/** Replaces any client-sent peer header with the socket's remote address. */
-export function stampPeerAddress(req: {
-  headers: Record<string, string | string[] | undefined>;
-  socket?: { remoteAddress?: string | undefined } | null;
-}): void {
+/** Replaces any client-sent peer header with the given address. */
+export function stampPeerAddress(req: { headers: Record<string, string | string[] | undefined> }, address: string | undefined): void {
   // Only when sent: deleting a property that is not there still costs the object its fast layout.
   if (req.headers[peerAddressHeader] !== undefined) delete req.headers[peerAddressHeader];
-  const address = req.socket?.remoteAddress;
   if (address) req.headers[peerAddressHeader] = address;
 }
 
@@ -84,73 +79,102 @@ export class PlatformResponse<Request extends IncomingMessage = IncomingMessage>
 }
 
 /**
- * The platform's HTTP/1.1 front: extra routes, the REST shim, the lean unary
- * Connect path, and the stock Connect / gRPC-Web handler for everything else.
+ * The platform port's front: it only dispatches. RPC paths go to the Connect
+ * or gRPC-Web door by Content-Type, documented REST paths to the REST door,
+ * pages and documents to their routes; everything else is answered here with
+ * the platform's error body (404 with `not_found`, 405 with `Allow`).
  */
 export function createPlatformHandler(deps: PlatformHandlerDeps): NodeHandler {
+  const { observability } = deps;
   return (req, res) => {
     const started = performance.now();
-    stampPeerAddress(req);
-    const incomingId = req.headers["x-request-id"];
-    const requestId =
-      typeof incomingId === "string" && safeRequestId.test(incomingId)
-        ? incomingId
-        : `${requestIdPrefix}-${(++requestCounter).toString(36)}`;
+    const requestId = nextRequestId(oneHeader(req.headers, "x-request-id"));
     if (res instanceof PlatformResponse) res.requestId = requestId;
     else res.setHeader("x-request-id", requestId);
-    let route = "unmatched";
-    let protocol = "http";
-    // "finish" comes once per response; `on` spares the wrapper `once` binds on every request.
-    res.on("finish", () => {
-      const seconds = (performance.now() - started) / 1e3;
-      deps.metrics.observe(route, protocol, res.statusCode, seconds);
-      deps.logRequest(requestId, method, route, protocol, res.statusCode, Math.round(seconds * 1e4) / 10);
-    });
-
+    const clientAddress = deps.clientAddress(req);
+    stampPeerAddress(req, clientAddress);
     const method = req.method ?? "GET";
     const target = req.url ?? "/";
     const query = target.indexOf("?");
     const pathname = query === -1 ? target : target.slice(0, query);
-    let parsed: URL | undefined;
-    const url = () => (parsed ??= new URL(target, "http://gatehouse.invalid"));
-    const fail = (error: unknown) => {
-      deps.logger.error({ reqId: requestId, route, err: error }, "unhandled request failure");
+    /** Counts and logs an answer that is not an RPC call, once it is sent. */
+    const answered = (label: string) => {
+      res.once("finish", () => observability.http(requestId, method, label, res.statusCode, started));
+    };
+    const fail = (label: string) => (error: unknown) => {
+      deps.logger.error({ reqId: requestId, route: label, err: error }, "unhandled request failure");
       writeConnectError(res, new ConnectError("internal error", Code.Internal), 500);
     };
 
+    // CORS for the client-side identity paths, so the SDK works from an app's own origin (see corsForClientPaths).
+    if (req.headers.origin !== undefined && deps.rest.clientPaths.has(pathname)) {
+      res.setHeader("access-control-allow-origin", "*");
+      if (method === "OPTIONS") {
+        answered("cors_preflight");
+        req.resume();
+        res.writeHead(204, {
+          "access-control-allow-methods": "POST",
+          "access-control-allow-headers": "authorization, content-type, content-encoding, x-request-id",
+          "access-control-max-age": "600",
+          "content-length": "0",
+        });
+        res.end();
+        return;
+      }
+      res.setHeader("access-control-expose-headers", "retry-after, x-request-id, www-authenticate");
+    }
+
+    const procedure = deps.procedures.get(pathname);
+    if (procedure) {
+      if (method !== "POST") {
+        answered("method_not_allowed");
+        req.resume();
+        const error = new ConnectError(`${pathname.slice(1)} is an RPC: call it with POST (Connect, gRPC-Web)`, Code.Unimplemented);
+        writeConnectError(res, error, 405, new Headers({ allow: "POST" }));
+        return;
+      }
+      const door = isGrpcWeb(req.headers["content-type"]) ? deps.grpcWeb : deps.connect;
+      door.serve(procedure, req, res, requestId, clientAddress).catch(fail(procedure.path));
+      return;
+    }
+
+    const rest = deps.rest.match(method, pathname);
+    if (rest?.kind === "route") {
+      deps.rest.serve(rest, req, res, requestId, clientAddress).catch(fail(rest.route.route.pattern));
+      return;
+    }
+    if (rest?.kind === "method_not_allowed") {
+      answered("method_not_allowed");
+      req.resume();
+      const allow = [...new Set(rest.allow)].join(", ");
+      writeConnectError(
+        res,
+        new ConnectError(`${method} is not allowed here; this path allows ${allow}`, Code.Unimplemented),
+        405,
+        new Headers({ allow }),
+      );
+      return;
+    }
+
     for (const extra of deps.extra) {
       if (extra.matches(method, pathname)) {
-        route = extra.label;
-        Promise.resolve(extra.handle(req, res, url())).catch(fail);
+        answered(extra.label);
+        Promise.resolve(extra.handle(req, res, new URL(target, "http://gatehouse.invalid"))).catch(fail(extra.label));
         return;
       }
     }
 
-    const rest = deps.rest.match(method, pathname);
-    if (rest === "method_not_allowed") {
-      route = "method_not_allowed";
-      req.resume();
-      writeConnectError(res, new ConnectError(`${method} is not allowed on ${pathname}`, Code.Unimplemented), 405);
+    req.resume();
+    if (isGrpcWeb(req.headers["content-type"])) {
+      writeGrpcWebUnimplemented(res);
+      observability.unknownRpc(requestId, "grpc_web", started);
       return;
     }
-    if (rest) {
-      route = rest.pattern;
-      protocol = "rest";
-      rest.handle(req, res, url).catch(fail);
-      return;
-    }
-
-    const lean = deps.connectUnary.accept(req, pathname);
-    if (lean) {
-      route = lean.path;
-      protocol = "connect";
-      deps.connectUnary.serve(lean, req, res).catch(fail);
-      return;
-    }
-
-    protocol = "rpc";
-    // Only served RPC paths become metric labels: arbitrary paths would grow the label set without bound.
-    route = deps.rpcPaths.has(pathname) ? pathname : "unmatched";
-    deps.stock(req, res);
+    answered("not_found");
+    writeConnectError(
+      res,
+      new ConnectError("no such path: see the README for the REST paths and RPCs this server answers", Code.NotFound),
+      404,
+    );
   };
 }

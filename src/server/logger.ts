@@ -3,21 +3,30 @@ import { pino, type DestinationStream, type Logger } from "pino";
 export type { Logger };
 
 /**
- * Logs one answered request. reqId is the server's or a validated client id;
- * route is a pattern or RPC path from the server's own tables.
+ * Logs one answered HTTP request that is not an RPC call (a page, the JWKS,
+ * an unknown path). reqId is the server's or a validated client id; route is
+ * a label from the server's own tables, never the raw path.
  */
-export type RequestLog = (reqId: string, method: string, route: string, protocol: string, status: number, ms: number) => void;
+export type RequestLog = (reqId: string, method: string, route: string, status: number, ms: number) => void;
+
+/**
+ * Logs one RPC call, whatever its door: its procedure, protocol and outcome
+ * (the Connect code, "ok" on success). route is the REST pattern or the RPC path.
+ */
+export type RpcLog = (reqId: string, method: string, route: string, procedure: string, protocol: string, code: string, ms: number) => void;
 
 export interface Loggers {
   /** The application's logger; redacts credential-bearing fields should one ever be logged. */
   app: Logger;
   /**
-   * The line logged for every request: method, route pattern, status and timing
-   * only, never headers or bodies. The same JSON line pino would write at info
-   * level, rendered by one template: on the cheapest requests pino's generic
-   * serialisation was the largest cost we control.
+   * The line logged for every request that is not an RPC call: method, route
+   * label, status and timing only, never headers or bodies. The same JSON line
+   * pino would write at info level, rendered by one template: on the cheapest
+   * requests pino's generic serialisation was the largest cost we control.
    */
   request: RequestLog;
+  /** The line logged once for every RPC call, on every door (same template approach). */
+  rpc: RpcLog;
   /** Writes out whatever is buffered, synchronously: call it last, before the process exits. */
   flush(): void;
 }
@@ -104,18 +113,27 @@ export function createLoggers(level: string, destination?: DestinationStream): L
   );
   const out: DestinationStream = destination ?? (stdout as DestinationStream);
   const infoLevel = pino.levels.values.info as number;
-  const request: RequestLog =
-    base.levelVal > infoLevel
-      ? () => {}
-      : (reqId, method, route, protocol, status, ms) => {
-          out.write(
-            `{"level":${infoLevel},"time":${Date.now()},"service":"gatehouse","reqId":${JSON.stringify(reqId)},"method":${quoted(method)},` +
-              `"route":${quoted(route)},"protocol":${quoted(protocol)},"status":${status},"ms":${ms},"msg":"request"}\n`,
-          );
-        };
+  const quiet = base.levelVal > infoLevel;
+  const head = () => `{"level":${infoLevel},"time":${Date.now()},"service":"gatehouse","reqId":`;
+  const request: RequestLog = quiet
+    ? () => {}
+    : (reqId, method, route, status, ms) => {
+        out.write(
+          `${head()}${JSON.stringify(reqId)},"method":${quoted(method)},"route":${quoted(route)},"status":${status},"ms":${ms},"msg":"request"}\n`,
+        );
+      };
+  const rpc: RpcLog = quiet
+    ? () => {}
+    : (reqId, method, route, procedure, protocol, code, ms) => {
+        out.write(
+          `${head()}${JSON.stringify(reqId)},"method":${quoted(method)},"route":${quoted(route)},"rpc":${quoted(procedure)},` +
+            `"protocol":${quoted(protocol)},"code":${quoted(code)},"ms":${ms},"msg":"rpc"}\n`,
+        );
+      };
   return {
     app: base.child({}, { redact: { paths: redactPaths, censor: "[redacted]" } }),
     request,
+    rpc,
     flush() {
       if (stdout) flushQuietly(stdout);
       else base.flush();

@@ -292,7 +292,7 @@ describe("If-Match", () => {
     const body = (await response.json()) as ErrorJson;
     expect(body.code).toBe("failed_precondition");
     expect(reasonOf(body)).toBe("revision_mismatch");
-    expect(body.message).toMatch(/revision 1, not 0/);
+    expect(body.message).toMatch(/revision 1 \(ETag "1"\), which If-Match "0" does not match/);
     expect(await exportOf(org)).toEqual(before);
   });
 
@@ -300,7 +300,7 @@ describe("If-Match", () => {
     const org = await freshOrganization();
     const response = await put(org, base, { ifMatch: "1" });
     expect(response.status).toBe(400);
-    expect(((await response.json()) as ErrorJson).message).toMatch(/If-Match must be a revision ETag/);
+    expect(((await response.json()) as ErrorJson).message).toMatch(/If-Match must be \* or a comma-separated list of entity tags/);
   });
 });
 

@@ -4,6 +4,7 @@ import { DomainError, invalidArgument } from "../errors.js";
 import { checkReferences, isEmptyPlan, planConfigChange } from "./plan-config-change.js";
 import { configError, placeViolations, readConfigDocument, type ReadDocument } from "./read-config-document.js";
 import { createExportCache, type ExportedConfig } from "./export-cache.js";
+import type { RevisionCondition } from "./if-match.js";
 import { renderConfigDocument } from "./render-config-document.js";
 
 export interface ConfigManagerDeps {
@@ -51,6 +52,8 @@ export interface ApplyInput {
   strict: boolean;
   dryRun: boolean;
   expectedRevision?: number | undefined;
+  /** An If-Match precondition (REST), as an alternative to expectedRevision. */
+  ifMatch?: RevisionCondition | undefined;
   actor: string;
 }
 
@@ -84,7 +87,14 @@ export function createConfigManager(deps: ConfigManagerDeps) {
   async function applyDocument(
     organizationId: string,
     read: ReadDocument,
-    options: { strict: boolean; dryRun: boolean; expectedRevision?: number | undefined; actor: string; source: string },
+    options: {
+      strict: boolean;
+      dryRun: boolean;
+      expectedRevision?: number | undefined;
+      ifMatch?: RevisionCondition | undefined;
+      actor: string;
+      source: string;
+    },
   ): Promise<ApplyResult> {
     const result = await deps.transaction(async (store, announce) => {
       const current = await store.lockConfiguration(organizationId);
@@ -94,6 +104,13 @@ export function createConfigManager(deps: ConfigManagerDeps) {
           "failed_precondition",
           "revision_mismatch",
           `the configuration is at revision ${current}, not ${options.expectedRevision}: nothing was changed; fetch it again (its ETag is "${current}") and re-apply your change`,
+        );
+      }
+      if (options.ifMatch && !options.ifMatch.matches(current)) {
+        throw new DomainError(
+          "failed_precondition",
+          "revision_mismatch",
+          `the configuration is at revision ${current} (ETag "${current}"), which If-Match ${options.ifMatch.describe} does not match by strong comparison: nothing was changed; fetch it again and re-apply your change`,
         );
       }
       const plan = planConfigChange(await store.listResources(organizationId), read.document, options.strict);
@@ -151,6 +168,9 @@ export function createConfigManager(deps: ConfigManagerDeps) {
           `the document is ${bytes} bytes, over the limit of ${deps.maxDocumentBytes} bytes (${deps.maxDocumentBytes / 1024 / 1024} MiB)`,
         );
       }
+      if (input.expectedRevision !== undefined && input.ifMatch !== undefined) {
+        throw invalidArgument([{ field: "if_match", description: "give either expected_revision or if_match, not both" }]);
+      }
       if (input.expectedRevision !== undefined && input.expectedRevision < 0) {
         throw invalidArgument([{ field: "expected_revision", description: `must be 0 or more, got ${input.expectedRevision}` }]);
       }
@@ -159,6 +179,7 @@ export function createConfigManager(deps: ConfigManagerDeps) {
         strict: input.strict,
         dryRun: input.dryRun,
         expectedRevision: input.expectedRevision,
+        ifMatch: input.ifMatch,
         actor: input.actor,
         source: input.strict ? "import-strict" : "import",
       });
