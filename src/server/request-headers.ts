@@ -40,7 +40,8 @@ export class RequestHeaders implements Headers {
   }
 
   forEach(callback: (value: string, key: string, parent: Headers) => void, thisArg?: unknown): void {
-    this.materialize().forEach((value, key) => callback.call(thisArg, value, key, this));
+    const bound = thisArg === undefined ? callback : callback.bind(thisArg);
+    this.materialize().forEach((value, key) => bound(value, key, this));
   }
 
   entries(): HeadersIterator<[string, string]> {
