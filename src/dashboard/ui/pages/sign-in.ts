@@ -4,7 +4,7 @@ import { button, field, h, input, replace, statusRegion } from "../dom.js";
 import { clearErrors, showProblem } from "../forms.js";
 import { passkeyPromptProblem } from "./passkeys.js";
 
-function standalone(title: string, ...content: (Node | null)[]): HTMLElement {
+export function standalone(title: string, ...content: (Node | null)[]): HTMLElement {
   return h(
     "main",
     { class: "standalone", id: "main" },
