@@ -266,14 +266,17 @@ export function createInvitations(deps: InvitationsDeps) {
         const invitation = await usable(dashboard, token);
         const account = await dashboard.findAccount(accountId);
         if (!invitation || !account || account.disabledAt !== null || account.email !== invitation.email) throw invitationNotValid();
+        // Spent first: a concurrent use of the token waits here for the first
+        // to finish and then finds nothing, so it answers as any spent token.
+        if (!(await dashboard.spendInvitation(invitation.id, hashToken(token), deps.clock()))) throw invitationNotValid();
         if (await dashboard.findMember(invitation.organizationId, accountId)) {
+          // Rolls the spend back: the invitation stays.
           throw new DomainError(
             "already_exists",
             "member_exists",
             `you are already a member of ${invitation.organizationName}: the invitation stays until an admin revokes it`,
           );
         }
-        if (!(await dashboard.spendInvitation(invitation.id, hashToken(token), deps.clock()))) throw invitationNotValid();
         await tenancy.addMembership({ organizationId: invitation.organizationId, accountId, role: invitation.role });
         return { organizationId: invitation.organizationId, name: invitation.organizationName, role: invitation.role };
       });
