@@ -1,6 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { createServer } from "node:net";
 import { join } from "node:path";
+import type { InitialCredentials } from "../../src/domain/tenancy/tenancy.js";
 import { startTestServer, type TestServer, type TestServerOptions } from "./server.js";
 
 /** The header and origin every dashboard request of a page carries. */
@@ -39,8 +40,9 @@ export async function startDashboardServer(
     const origin = `http://${options.publicHost ?? "127.0.0.1"}:${port}`;
     try {
       const server = await startTestServer({ ...options, env: { PORT: String(port), PUBLIC_URL: origin, ...options.env } });
-      const setupUrl = server.credentials.dashboard_setup_url;
-      const setupToken = new URLSearchParams(new URL(setupUrl).hash.slice(1)).get("token") ?? "";
+      // A server over a data store initialised earlier (options.db) prints no credentials.
+      const setupUrl = (server.credentials as InitialCredentials | null)?.dashboard_setup_url ?? "";
+      const setupToken = setupUrl === "" ? "" : (new URLSearchParams(new URL(setupUrl).hash.slice(1)).get("token") ?? "");
       return { ...server, origin: new URL(server.app.config.publicUrl).origin, setupToken, setupUrl };
     } catch (error) {
       // Another test process took the port between the probe and the listen.
