@@ -164,10 +164,14 @@ export function createInvitations(deps: InvitationsDeps) {
       return deps.store.listInvitations(organizationId, keysetOf(page));
     },
 
-    /** A new link for an invitation of this organisation; its earlier link stops working. */
-    async reissue(organizationId: string, invitationId: string): Promise<IssuedInvitation> {
+    /**
+     * A new link for an invitation of this organisation; its earlier link
+     * stops working. The admin who re-issues it is its inviter from now on:
+     * they hold the link.
+     */
+    async reissue(organizationId: string, invitationId: string, reissuedById: string): Promise<IssuedInvitation> {
       const { token, tokenHash, expiresAt } = newToken();
-      if (!(await deps.store.replaceInvitationToken(organizationId, invitationId, { tokenHash, expiresAt }))) {
+      if (!(await deps.store.replaceInvitationToken(organizationId, invitationId, { tokenHash, expiresAt, invitedById: reissuedById }))) {
         throw invitationNotFound(invitationId);
       }
       const invitation = await deps.store.findInvitation(organizationId, invitationId);

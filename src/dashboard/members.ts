@@ -43,6 +43,7 @@ export function createMembers(deps: MembersDeps) {
       return deps.store.listMembers(organizationId, keysetOf(page));
     },
 
+    /** Changes a member's role; an admin made member loses the invitations whose link they made. */
     async changeRole(organizationId: string, accountId: string, role: Role | null): Promise<MemberRecord> {
       if (role === null) throw invalidArgument([{ field: "role", description: "must be ROLE_ADMIN or ROLE_MEMBER" }]);
       return deps.transaction(async ({ dashboard }) => {
@@ -51,17 +52,24 @@ export function createMembers(deps: MembersDeps) {
         if (member.role === role) return member;
         if (member.role === "admin" && (await dashboard.countAdmins(organizationId)) <= 1) throw lastAdmin();
         await dashboard.setRole(organizationId, accountId, role);
+        // A demoted admin keeps no way back in: the links they were shown stop working.
+        if (member.role === "admin") await dashboard.deleteInvitationsBy(organizationId, accountId);
         return { ...member, role };
       });
     },
 
-    /** Removes a member; an account left without any organisation is disabled, signed out and loses its passkeys. */
+    /**
+     * Removes a member and revokes the invitations whose link they made; an
+     * account left without any organisation is disabled, signed out and loses its passkeys.
+     */
     async remove(organizationId: string, accountId: string): Promise<void> {
       await deps.transaction(async ({ dashboard }) => {
         await dashboard.lockOrganization(organizationId);
         const member = await requireMember(dashboard, organizationId, accountId);
         if (member.role === "admin" && (await dashboard.countAdmins(organizationId)) <= 1) throw lastAdmin();
         await dashboard.removeMembership(organizationId, accountId);
+        // Nor does a removed one: an invitation link they kept could otherwise bring them back.
+        await dashboard.deleteInvitationsBy(organizationId, accountId);
         if ((await dashboard.countMembershipsOf(accountId)) === 0) {
           const now = deps.clock();
           await dashboard.disableAccount(accountId, now);

@@ -571,8 +571,8 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
     },
 
     async reissueInvitation(req, ctx) {
-      const { organizationId } = operatorOf(ctx);
-      const issued = await dashboard.invitations.reissue(organizationId, readId(req.invitationId, "invitation_id"));
+      const { organizationId, accountId } = operatorOf(ctx);
+      const issued = await dashboard.invitations.reissue(organizationId, readId(req.invitationId, "invitation_id"), accountId);
       return { invitation: toInvitation(issued.invitation), invitationUrl: issued.url };
     },
 

@@ -47,9 +47,9 @@ export interface InvitationRecord {
   email: string;
   displayName: string;
   role: Role;
-  /** The inviting admin's account; null for invitations made by a migration. */
+  /** The account of the admin who made the current link (invited or re-issued); null for invitations made by a migration. */
   invitedById: string | null;
-  /** "Name <e-mail>" of the inviting admin; empty when unknown. */
+  /** "Name <e-mail>" of that admin; empty when unknown. */
   invitedBy: string;
   createdAt: Date;
   expiresAt: Date;
@@ -224,10 +224,19 @@ export interface DashboardStore {
   findInvitation(organizationId: string, id: string): Promise<InvitationRecord | null>;
   /** The invitation of a token's hash, with its organisation's name. */
   findInvitationByToken(tokenHash: string): Promise<(InvitationRecord & { organizationName: string }) | null>;
-  /** Gives an invitation of the organisation a new token and expiry; false when it has no such invitation. */
-  replaceInvitationToken(organizationId: string, id: string, token: { tokenHash: string; expiresAt: Date }): Promise<boolean>;
+  /**
+   * Gives an invitation of the organisation a new token and expiry, made by
+   * `invitedById` (who now holds its link); false when it has no such invitation.
+   */
+  replaceInvitationToken(
+    organizationId: string,
+    id: string,
+    token: { tokenHash: string; expiresAt: Date; invitedById: string },
+  ): Promise<boolean>;
   /** Deletes an invitation of the organisation; false when it has no such invitation. */
   deleteInvitation(organizationId: string, id: string): Promise<boolean>;
+  /** Deletes the organisation's invitations whose current link the account made; answers how many. */
+  deleteInvitationsBy(organizationId: string, invitedById: string): Promise<number>;
   /**
    * Spends an invitation with ONE conditional delete (this id, still this
    * token, unexpired at `at`): of concurrent calls, on any instance, exactly one sees true.
@@ -578,6 +587,10 @@ export function createDashboardStore(db: Db | Tx, provider?: Database["provider"
     async deleteInvitation(organizationId, id) {
       const { count } = await db.invitation.deleteMany({ where: { id, organizationId } });
       return count === 1;
+    },
+    async deleteInvitationsBy(organizationId, invitedById) {
+      const { count } = await db.invitation.deleteMany({ where: { organizationId, invitedById } });
+      return count;
     },
     async spendInvitation(id, tokenHash, at) {
       // The one conditional delete that makes an invitation single-use.

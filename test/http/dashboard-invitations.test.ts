@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { hashToken } from "../../src/crypto/tokens.js";
 import { createPasswordHasher } from "../../src/domain/identity/password-hasher.js";
 import { openDatabase } from "../../src/storage/database.js";
+import { createTenancyStore } from "../../src/storage/tenancy-store.js";
 import { applyMigrations } from "../../src/storage/migrate.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import {
@@ -453,6 +454,72 @@ describe("an invitation's token works once, and only for its address", () => {
       const malformed = await rpc(server, owner, method, { organizationId: org, invitationId: "not-a-uuid" });
       expect(fieldsOf(malformed.body)).toEqual(["invitation_id"]);
     }
+  });
+
+  test("an admin who is demoted or removed loses the links they made; re-issuing makes the re-issuing admin the inviter", async () => {
+    const second = await addMember(server, owner, {
+      email: "second.admin@example.com",
+      role: "ROLE_ADMIN",
+      password: "second admin passphrase",
+    });
+    const third = await addMember(server, owner, {
+      email: "third.admin@example.com",
+      role: "ROLE_ADMIN",
+      password: "third admin passphrase",
+    });
+    const bySecond = await invite(server, second.cookie, { email: "from.second@example.com", role: "ROLE_ADMIN" });
+    const reissuedByThird = await invite(server, second.cookie, { email: "reissued.by.third@example.com", role: "ROLE_ADMIN" });
+    const byOwner = await invite(server, owner, { email: "from.owner@example.com" });
+    const reissued = await rpc<{ invitation: InvitationJson; invitationUrl: string }>(server, third.cookie, "ReissueInvitation", {
+      organizationId: org,
+      invitationId: reissuedByThird.invitationId,
+    });
+    expect(reissued.body.invitation.invitedBy).toBe("Invited Person <third.admin@example.com>");
+
+    // Demoted, the second admin's link stops working; the one the third admin re-issued and the owner's do not.
+    expect(
+      (await rpc(server, owner, "ChangeMemberRole", { organizationId: org, accountId: second.accountId, role: "ROLE_MEMBER" })).status,
+    ).toBe(200);
+    expect((await auth(server, "invitation/inspect", { token: bySecond.token })).status).toBe(404);
+    expect((await auth(server, "invitation/inspect", { token: tokenOf(reissued.body.invitationUrl) })).status).toBe(200);
+    expect((await auth(server, "invitation/inspect", { token: byOwner.token })).status).toBe(200);
+
+    // Removed, the third admin's re-issued link stops working too.
+    expect((await rpc(server, owner, "RemoveMember", { organizationId: org, accountId: third.accountId })).status).toBe(200);
+    expect((await auth(server, "invitation/inspect", { token: tokenOf(reissued.body.invitationUrl) })).status).toBe(404);
+    expect((await auth(server, "invitation/inspect", { token: byOwner.token })).status).toBe(200);
+    const listed = await rpc<{ invitations: InvitationJson[] }>(server, owner, "ListInvitations", { organizationId: org, pageSize: 100 });
+    const emails = listed.body.invitations.map((i) => i.email);
+    expect(emails).toContain("from.owner@example.com");
+    expect(emails).not.toContain("from.second@example.com");
+    expect(emails).not.toContain("reissued.by.third@example.com");
+  });
+
+  test("a setup link never sets a new password on an account that has one", async () => {
+    // A live setup token of a set-up account cannot be made through the API any more; a store may still hold one.
+    const member = await addMember(server, owner, { email: "has.password@example.com", password: "the real passphrase" });
+    const token = unknownToken();
+    await createTenancyStore(server.app.database.client).createSetupToken({
+      id: randomUUID(),
+      accountId: member.accountId,
+      hash: hashToken(token),
+      expiresAt: new Date(manual.clock().getTime() + 3600_000),
+    });
+    const none = await auth(server, "setup", {
+      token: unknownToken(),
+      email: "grab@example.com",
+      display_name: "G",
+      password: "a grabbing passphrase",
+    });
+    for (const action of ["setup/inspect", "setup"]) {
+      const answer = await auth(server, action, { token, email: "grab@example.com", display_name: "G", password: "a grabbing passphrase" });
+      expect({ action, status: answer.status, reason: reasonOf(answer.body) }).toEqual({
+        action,
+        status: 404,
+        reason: reasonOf(none.body),
+      });
+    }
+    expect((await signIn(server, "has.password@example.com", "the real passphrase")).length).toBeGreaterThan(0);
   });
 
   test("members see pending invitations but cannot invite, re-issue or revoke", async () => {

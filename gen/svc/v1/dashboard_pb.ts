@@ -3210,8 +3210,9 @@ export type InvitationInfo = Message<"svc.v1.InvitationInfo"> & {
   expiresAt?: Timestamp | undefined;
 
   /**
-   * The admin who invited, as "Name <e-mail>"; empty when unknown (an
-   * invitation made by an upgrade from an earlier release, or an account since deleted).
+   * The admin who made the current link (invited, or re-issued last), as
+   * "Name <e-mail>"; empty when unknown (an invitation made by an upgrade from
+   * an earlier release, or an account since deleted).
    *
    * @generated from field: string invited_by = 7;
    */
@@ -3267,8 +3268,9 @@ export type InvitationInfoJson = {
   expiresAt?: TimestampJson;
 
   /**
-   * The admin who invited, as "Name <e-mail>"; empty when unknown (an
-   * invitation made by an upgrade from an earlier release, or an account since deleted).
+   * The admin who made the current link (invited, or re-issued last), as
+   * "Name <e-mail>"; empty when unknown (an invitation made by an upgrade from
+   * an earlier release, or an account since deleted).
    *
    * @generated from field: string invited_by = 7;
    */
@@ -4743,8 +4745,9 @@ export const DashboardService: GenService<{
   },
   /**
    * ReissueInvitation gives a pending invitation of this organisation a new
-   * link, valid 7 days from now; its earlier link stops working. An invitation
-   * of another organisation is not_found, like one that does not exist.
+   * link, valid 7 days from now; its earlier link stops working and the caller
+   * becomes its inviter (invited_by). An invitation of another organisation is
+   * not_found, like one that does not exist.
    *
    * @generated from rpc svc.v1.DashboardService.ReissueInvitation
    */
@@ -4783,7 +4786,8 @@ export const DashboardService: GenService<{
   },
   /**
    * ChangeMemberRole changes a member's role. The last admin cannot be demoted
-   * (failed_precondition, reason last_admin).
+   * (failed_precondition, reason last_admin). An admin made member loses the
+   * pending invitations whose current link they made (they were shown it).
    *
    * @generated from rpc svc.v1.DashboardService.ChangeMemberRole
    */
@@ -4794,7 +4798,8 @@ export const DashboardService: GenService<{
   },
   /**
    * RemoveMember removes a member from the organisation: their next request
-   * there is refused. An account left in no organisation is disabled and signed
+   * there is refused, and the pending invitations whose current link they made
+   * are revoked. An account left in no organisation is disabled and signed
    * out. The last admin cannot be removed (failed_precondition, reason last_admin).
    *
    * @generated from rpc svc.v1.DashboardService.RemoveMember
