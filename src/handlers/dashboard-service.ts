@@ -31,7 +31,7 @@ import { effectiveSettings, parseSettingsAssignments } from "../domain/identity/
 import { checkEnvironment } from "../domain/secrets/secret-rules.js";
 import type { Tenancy } from "../domain/tenancy/tenancy.js";
 import { principalKey } from "../interceptors/auth.js";
-import { createDashboardStore, type MemberRecord } from "../storage/dashboard-store.js";
+import { createDashboardStore, type InvitationRecord, type MemberRecord } from "../storage/dashboard-store.js";
 import { createIdentityStore, type IdentitySettingsRecord } from "../storage/identity-store.js";
 import { createPasskeyStore } from "../storage/passkey-store.js";
 import { createTenancyStore, type OrganizationKeyKind, type Role } from "../storage/tenancy-store.js";
@@ -95,6 +95,18 @@ function toMember(member: MemberRecord) {
     role: roleEnum(member.role),
     status: member.pending ? MemberStatus.PENDING : MemberStatus.ACTIVE,
     createdAt: ts(member.createdAt),
+  };
+}
+
+function toInvitation(invitation: InvitationRecord) {
+  return {
+    invitationId: invitation.id,
+    email: invitation.email,
+    displayName: invitation.displayName,
+    role: roleEnum(invitation.role),
+    createdAt: ts(invitation.createdAt),
+    expiresAt: ts(invitation.expiresAt),
+    invitedBy: invitation.invitedBy,
   };
 }
 
@@ -540,25 +552,40 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
       return { members: items.map(toMember), nextPageToken };
     },
 
-    async inviteMember(req, ctx) {
+    async listInvitations(req, ctx) {
       const { organizationId } = operatorOf(ctx);
-      const invited = await dashboard.members.invite(organizationId, {
+      const page = readPage(req, cursors.invitations);
+      const rows = await dashboard.invitations.list(organizationId, page);
+      const { items, nextPageToken } = pageOf(rows, page, cursors.invitations, (invitation) => invitation.email);
+      return { invitations: items.map(toInvitation), nextPageToken };
+    },
+
+    async inviteMember(req, ctx) {
+      const { organizationId, accountId } = operatorOf(ctx);
+      const issued = await dashboard.invitations.invite(organizationId, accountId, {
         email: req.email,
         displayName: req.displayName,
         role: roleOf(req.role),
       });
-      return {
-        member: toMember(invited.member),
-        setupUrl: invited.setupLink?.setupUrl ?? "",
-        setupUrlExpiresAt: invited.setupLink ? ts(invited.setupLink.expiresAt) : undefined,
-      };
+      return { invitation: toInvitation(issued.invitation), invitationUrl: issued.url };
     },
 
-    async reissueSetupLink(req, ctx) {
+    async reissueInvitation(req, ctx) {
+      const { organizationId, accountId } = operatorOf(ctx);
+      const issued = await dashboard.invitations.reissue(organizationId, readId(req.invitationId, "invitation_id"), accountId);
+      return { invitation: toInvitation(issued.invitation), invitationUrl: issued.url };
+    },
+
+    async revokeInvitation(req, ctx) {
       const { organizationId } = operatorOf(ctx);
-      const accountId = readAccountId(req.accountId);
-      const link = await dashboard.members.reissueSetupLink(organizationId, accountId);
-      return { setupUrl: link.setupUrl, setupUrlExpiresAt: ts(link.expiresAt) };
+      await dashboard.invitations.revoke(organizationId, readId(req.invitationId, "invitation_id"));
+      return {};
+    },
+
+    async acceptInvitation(req, ctx) {
+      const joined = await dashboard.invitations.accept(operatorOf(ctx).accountId, { token: req.token });
+      await deps.credentialsChanged();
+      return { organization: { organizationId: joined.organizationId, name: joined.name, role: roleEnum(joined.role) } };
     },
 
     async changeMemberRole(req, ctx) {
@@ -578,8 +605,12 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
 }
 
 function readAccountId(raw: string): string {
+  return readId(raw, "account_id");
+}
+
+function readId(raw: string, field: string): string {
   const violations: Violation[] = [];
-  const id = readUuid(raw, "account_id", violations);
+  const id = readUuid(raw, field, violations);
   if (violations.length > 0) throw invalidArgument(violations);
   return id;
 }
