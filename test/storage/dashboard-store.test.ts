@@ -54,16 +54,23 @@ describeStorage("dashboard store", (target) => {
       expect(await store().findAccount(other)).toMatchObject({ email: "other@example.com", displayName: "Other", passwordHash: "h" });
     });
 
-    test("a disabled account reopened has no password and no passkeys", async () => {
+    test("a disabled account reopened has its new name and password and no passkeys; only once", async () => {
       const id = await target.account();
       await store().setPasswordHash(id, "h");
       await store().createOperatorPasskey(operatorPasskey(id));
       await store().disableAccount(id, at(1));
       await store().disableAccount(id, at(2));
       expect((await store().findAccount(id))?.disabledAt).toEqual(at(1));
-      await store().reopenAccount(id);
-      expect(await store().findAccount(id)).toMatchObject({ disabledAt: null, passwordHash: null });
+      const change = { displayName: "Back Again", passwordHash: "h2" };
+      const reopened = await Promise.all([store().reopenAccount(id, change), store().reopenAccount(id, change)]);
+      expect(reopened.filter(Boolean)).toHaveLength(1);
+      expect(await store().findAccount(id)).toMatchObject({ disabledAt: null, passwordHash: "h2" });
       expect(await store().countOperatorPasskeys(id)).toBe(0);
+    });
+
+    test("an account that is not disabled is not reopened", async () => {
+      const id = await target.account();
+      expect(await store().reopenAccount(id, { displayName: "x", passwordHash: "h" })).toBe(false);
     });
   });
 
