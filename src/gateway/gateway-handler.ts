@@ -162,6 +162,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
   controller: Dispatcher.DispatchController | undefined = undefined;
   clientGone = false;
   settled = false;
+  /** Set when the upstream failed after its answer had started: the client's connection is cut and the request counts as 502. */
+  upstreamFailed = false;
   /** Set while the upstream is slower than the client at taking data. */
   waitingForDrain = false;
 
@@ -472,6 +474,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     this.metrics?.upstreamError(kind);
     if (res.headersSent) {
       // Part of the answer is on its way: the client can only learn of the failure by the connection closing.
+      this.upstreamFailed = true;
       res.destroy();
       return;
     }
@@ -509,6 +512,10 @@ const exchangeOf = Symbol("gateway exchange");
 function onResponseClose(this: ServerResponse & { [exchangeOf]?: Exchange }): void {
   const exchange = this[exchangeOf];
   if (exchange === undefined) return;
+  if (exchange.upstreamFailed) {
+    exchange.settle(502);
+    return;
+  }
   if (!this.writableFinished) {
     exchange.clientGone = true;
     // Cancels the upstream request (and the upload into it) when the client aborts.
