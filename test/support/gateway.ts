@@ -149,7 +149,14 @@ export interface Answer {
  */
 export function send(
   url: string,
-  options: { method?: string; path?: string; headers?: Record<string, string | string[]>; body?: string | Buffer } = {},
+  options: {
+    method?: string;
+    path?: string;
+    headers?: Record<string, string | string[]>;
+    body?: string | Buffer;
+    /** The client's address (127.0.0.x on Linux), to act as another client. */
+    localAddress?: string;
+  } = {},
 ): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const target = new URL(url);
@@ -161,6 +168,7 @@ export function send(
         path: options.path ?? "/",
         headers: options.headers ?? {},
         agent: false,
+        ...(options.localAddress !== undefined ? { localAddress: options.localAddress } : {}),
       },
       (res) => {
         const chunks: Buffer[] = [];
