@@ -12,6 +12,9 @@ export interface AdminServerDeps {
 
 const serving = Buffer.from('{"status":"SERVING"}');
 const notServing = Buffer.from('{"status":"NOT_SERVING"}');
+const methodNotAllowed = gatewayAnswer(Code.Unimplemented, "method_not_allowed", "the gateway's admin paths answer GET only", {
+  status: 405,
+});
 const unknownPath = gatewayAnswer(Code.NotFound, "not_found", "the gateway's admin port serves GET /healthz, /readyz and /metrics");
 
 /**
@@ -29,7 +32,13 @@ export function createAdminServer(deps: AdminServerDeps): Server {
     };
     if (req.method !== "GET" && req.method !== "HEAD") {
       req.resume();
-      return json(unknownPath.status, unknownPath.body);
+      res.writeHead(methodNotAllowed.status, {
+        "content-type": "application/json",
+        "content-length": methodNotAllowed.body.length,
+        allow: "GET, HEAD",
+      });
+      res.end(methodNotAllowed.body);
+      return;
     }
     switch (path) {
       case "/healthz":
