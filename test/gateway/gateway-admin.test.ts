@@ -27,10 +27,10 @@ plugins:
 routes:
   - name: echo
     path: /echo/*
-    upstream: \${UPSTREAM}
+    upstream: @UPSTREAM@
   - name: limited
     path: /limited
-    upstream: \${UPSTREAM}
+    upstream: @UPSTREAM@
     plugins: [rl]
   - name: refused
     path: /refused
@@ -39,7 +39,7 @@ routes:
 
 beforeAll(async () => {
   upstream = await startEchoUpstream();
-  gw = await startTestGateway({ clock: () => now }, stateFromYaml(yaml.replaceAll("${UPSTREAM}", upstream.url), { revision: 7 }));
+  gw = await startTestGateway({ clock: () => now }, stateFromYaml(yaml.replaceAll("@UPSTREAM@", upstream.url), { revision: 7 }));
 });
 afterAll(async () => {
   await gw.close();
@@ -93,7 +93,7 @@ test("requests, latency, upstream errors and rate-limited requests are counted p
 test("the seconds since the last change follow the gateway's clock and restart at a new revision", async () => {
   now += 90_000;
   expect(sample(await scrape(), "gatehouse_gateway_config_age_seconds")).toBe(90);
-  gw.gateway.apply(stateFromYaml(yaml.replaceAll("${UPSTREAM}", upstream.url), { revision: 8 }));
+  gw.gateway.apply(stateFromYaml(yaml.replaceAll("@UPSTREAM@", upstream.url), { revision: 8 }));
   const text = await scrape();
   expect(sample(text, "gatehouse_gateway_config_age_seconds")).toBe(0);
   expect(sample(text, "gatehouse_gateway_config_revision")).toBe(8);
