@@ -90,6 +90,24 @@ type Router = FindMyWay.Instance<FindMyWay.HTTPVersion.V1>;
 const noop = () => {};
 
 /**
+ * One tree: the paths that match exactly (exact routes, and the path of each
+ * prefix itself) in a hash map, the `/*` prefixes in a find-my-way radix
+ * tree for the longest match. A static path is a map lookup, and the radix
+ * tree only holds what needs one (find-my-way keeps about 1.5 KB per
+ * registered path: ten thousand routes would hold 24 MB in it otherwise).
+ */
+interface Tree<R> {
+  readonly exact: ReadonlyMap<string, Slot<R>>;
+  readonly prefixes: Router | undefined;
+}
+
+function slotFor<R>(tree: Tree<R>, path: string): Slot<R> | undefined {
+  const found = tree.exact.get(path);
+  if (found !== undefined || tree.prefixes === undefined) return found;
+  return tree.prefixes.find("GET", path)?.store as Slot<R> | undefined;
+}
+
+/**
  * The route table of one configuration revision: one radix tree
  * (find-my-way) for the routes of each domain, and one for the routes that
  * serve every domain. A lookup asks the host's tree and the shared one and
@@ -100,7 +118,8 @@ const noop = () => {};
  * shorter one, a route with `domains` beats one without, then the route name
  * in byte order; `/a/*` matches `/a` and every path under `/a/`. Every node
  * of a tree knows, per method, the best route among all those whose path
- * matches there, computed once here, so a lookup is one walk per tree.
+ * matches there, computed once here, so a lookup is one map lookup or one
+ * walk per tree.
  */
 export function createRouteTable<R extends RoutableRoute>(routes: readonly R[]): RouteTable<R> {
   const shared: R[] = [];
@@ -120,14 +139,14 @@ export function createRouteTable<R extends RoutableRoute>(routes: readonly R[]):
     }
   }
   const sharedTree = shared.length > 0 ? buildTree(shared) : undefined;
-  const domainTrees = new Map<string, Router>();
+  const domainTrees = new Map<string, Tree<R>>();
   for (const [domain, list] of perDomain) domainTrees.set(domain, buildTree(list));
 
   return {
     lookup(host, path, method) {
       const domainTree = domainTrees.get(host);
-      const own = domainTree === undefined ? null : (domainTree.find("GET", path)?.store as Slot<R> | undefined);
-      const any = sharedTree === undefined ? null : (sharedTree.find("GET", path)?.store as Slot<R> | undefined);
+      const own = domainTree === undefined ? undefined : slotFor(domainTree, path);
+      const any = sharedTree === undefined ? undefined : slotFor(sharedTree, path);
       if (own && any) {
         const a = own.byMethod[method];
         const b = any.byMethod[method];
@@ -148,7 +167,7 @@ function byName(a: RoutableRoute, b: RoutableRoute): number {
   return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
 }
 
-function buildTree<R extends RoutableRoute>(routes: readonly R[]): Router {
+function buildTree<R extends RoutableRoute>(routes: readonly R[]): Tree<R> {
   const exact = new Map<string, R[]>();
   const prefixes = new Map<string, R[]>();
   for (const route of routes) {
@@ -178,18 +197,18 @@ function buildTree<R extends RoutableRoute>(routes: readonly R[]): Router {
     return chain;
   };
 
-  const router = FindMyWay({ caseSensitive: true });
-  const register = (pattern: string, chain: R[]) => {
-    // A literal ":" would start a parameter: find-my-way reads "::" as one ":".
-    router.on("GET", pattern.replaceAll(":", "::"), noop, slotOf(chain));
-  };
-  for (const [path, list] of exact) register(path, [...list, ...prefixChain(path)]);
+  const statics = new Map<string, Slot<R>>();
+  for (const [path, list] of exact) statics.set(path, slotOf([...list, ...prefixChain(path)]));
+  let router: Router | undefined;
   for (const base of prefixes.keys()) {
-    // `/a/*` answers `/a` (unless an exact `/a` registered it above) and every path under `/a/`.
-    if (base !== "" && !exact.has(base)) register(base, prefixChain(base));
-    register(`${base}/*`, prefixChain(base));
+    // `/a/*` answers `/a` (unless an exact `/a` is there already) and every path under `/a/`.
+    const slot = slotOf(prefixChain(base));
+    if (base !== "" && !statics.has(base)) statics.set(base, slot);
+    router ??= FindMyWay({ caseSensitive: true });
+    // A literal ":" would start a parameter: find-my-way reads "::" as one ":".
+    router.on("GET", `${base}/*`.replaceAll(":", "::"), noop, slot);
   }
-  return router;
+  return { exact: statics, prefixes: router };
 }
 
 function slotOf<R extends RoutableRoute>(chain: readonly R[]): Slot<R> {
