@@ -23,7 +23,9 @@ export type AccessLog = (entry: AccessEntry) => void;
  * Authorization header, token, key or secret value can reach it.
  */
 export function createAccessLog(logger: Logger): AccessLog {
-  const log = logger.child({ component: "gateway" });
+  // The entry's fields are fixed and none is sensitive, so the application logger's redaction
+  // (a deep clone of every logged object, a visible cost per proxied request) is turned off here.
+  const log = logger.child({ component: "gateway" }, { redact: { paths: [] } });
   if (!log.isLevelEnabled("info")) return () => {};
   return (entry) => log.info(entry, "request");
 }

@@ -181,7 +181,8 @@ describe("responses", () => {
     });
     const echo = JSON.parse(answer) as { body: string; headers: Record<string, string> };
     expect(echo.body).toBe("one,two");
-    expect(echo.headers["transfer-encoding"]).toBe("chunked");
+    // Re-framed for the upstream: chunked, or with its length when the whole body had arrived before it was sent on.
+    expect(echo.headers["transfer-encoding"] === "chunked" || echo.headers["content-length"] === "7").toBe(true);
   });
 });
 
