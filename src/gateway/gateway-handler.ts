@@ -299,10 +299,14 @@ export class Exchange implements Dispatcher.DispatchHandler {
       }
       const cached = compiled.sessions.cached(token, this.now);
       if (cached !== undefined) return this.afterSession(cached);
-      compiled.sessions.verify(token, this.now).then(
-        (session) => this.afterSession(session),
-        () => this.afterSession(undefined),
-      );
+      compiled.sessions
+        .verify(token, this.now)
+        .then(
+          (session) => this.afterSession(session),
+          () => this.afterSession(undefined),
+        )
+        // Nothing after verification is expected to throw; if it does, the request ends rather than the process.
+        .catch(() => (this.res ?? this.socket)?.destroy());
       return;
     }
     this.afterAuthentication();
@@ -405,16 +409,22 @@ export class Exchange implements Dispatcher.DispatchHandler {
       openTunnel(this, route.upstream, this.upstreamHeaders());
       return;
     }
-    route.upstream.dispatcher.dispatch(
-      {
-        path: route.upstream.basePath + (req.url ?? "/"),
-        method: req.method ?? "GET",
-        headers: this.upstreamHeaders(),
-        body: hasBody(req.headers) ? req : null,
-        headersTimeout: this.deps.upstreamTimeoutMs,
-      },
-      this,
-    );
+    try {
+      route.upstream.dispatcher.dispatch(
+        {
+          path: route.upstream.basePath + (req.url ?? "/"),
+          method: req.method ?? "GET",
+          headers: this.upstreamHeaders(),
+          body: hasBody(req.headers) ? req : null,
+          headersTimeout: this.deps.upstreamTimeoutMs,
+        },
+        this,
+      );
+    } catch {
+      // A request undici refuses to send (it reports most problems through onResponseError instead).
+      this.metrics?.upstreamError("reset");
+      this.answer(answers.upstreamUnreachable);
+    }
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
