@@ -291,7 +291,10 @@ try {
     "p50 ms": of(s.key, "p50"),
     "p99 ms": of(s.key, "p99"),
   }));
-  printTable(`Small GET, ${connections} connections, servers on core 0, medians of ${rounds} round(s) of ${seconds} s (bench/gateway.mjs)`, rows);
+  printTable(
+    `Small GET, ${connections} connections, servers on core 0, medians of ${rounds} round(s) of ${seconds} s (bench/gateway.mjs)`,
+    rows,
+  );
 
   const verdict = (value, target, higherIsBetter = true) =>
     target === undefined ? "reported" : (higherIsBetter ? value >= target : value <= target) ? "met" : "MISSED";
@@ -308,7 +311,12 @@ try {
     target: target === undefined ? "-" : `>= ${target.toFixed(1)}`,
     verdict: verdict(value, target),
   }));
-  figures.push({ figure: "RSS with 10,000 routes (MB)", value: largeRss.toFixed(0), target: "<= 150", verdict: verdict(largeRss, 150, false) });
+  figures.push({
+    figure: "RSS with 10,000 routes (MB)",
+    value: largeRss.toFixed(0),
+    target: "<= 150",
+    verdict: verdict(largeRss, 150, false),
+  });
   const addedP99 = median(runs.gateway.map((run, i) => run.p99 - runs.bare[i].p99));
   figures.push({ figure: "p99 added over the bare proxy (ms)", value: addedP99.toFixed(2), target: "-", verdict: "reported" });
   printTable("Ratios (medians of per-round ratios)", figures);
