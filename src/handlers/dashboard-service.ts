@@ -27,7 +27,7 @@ import { renderConfigDocument } from "../domain/config/render-config-document.js
 import { DomainError, invalidArgument, unimplemented, type Violation } from "../domain/errors.js";
 import { normalizeIdentifier, readUuid } from "../domain/identity/identifiers.js";
 import { readCredentialId } from "../domain/passkeys/passkey-rules.js";
-import { effectiveSettings, parseSettingsAssignments } from "../domain/identity/settings.js";
+import { checkIdentitySettings, effectiveSettings, parseSettingsAssignments } from "../domain/identity/settings.js";
 import { checkEnvironment } from "../domain/secrets/secret-rules.js";
 import type { Tenancy } from "../domain/tenancy/tenancy.js";
 import { principalKey } from "../interceptors/auth.js";
@@ -360,6 +360,7 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
           violations.push(...error.violations);
         }
         if (violations.length > 0 || !parsed) throw invalidArgument(violations);
+        checkIdentitySettings(parsed, deps.config.publicUrl);
         return parsed;
       });
       const saved = await identityStore.saveSettings(organizationId, patch, clock());

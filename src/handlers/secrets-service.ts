@@ -71,6 +71,9 @@ export function createSecretsService(
       const listed = await secrets.listSecrets(callerOf(context), { environment: request.environment, tags: request.tags });
       return { secrets: listed.map(toSecret) };
     },
+    async listEnvironments(_request, context) {
+      return { environments: await secrets.listEnvironments(callerOf(context)) };
+    },
     async retrieveSecrets(request, context) {
       return secrets.retrieveSecrets(callerOf(context), {
         environment: request.environment,
