@@ -194,7 +194,7 @@ export function createIdentity(deps: IdentityDeps) {
         throw new DomainError("already_exists", "identity_exists", "an identity with this identifier already exists");
       }
       const hash = await deps.hasher.hash(input.password);
-      await deps.sessions.prepare();
+      await deps.sessions.prepare(caller.organizationId);
       return deps.transaction(async (tx) => {
         const identity: IdentityRecord = { id: randomUUID(), organizationId: caller.organizationId, identifier, createdAt: deps.clock() };
         await tx.createIdentity(identity);
@@ -233,7 +233,7 @@ export function createIdentity(deps: IdentityDeps) {
       if (needsRehash) {
         await deps.store.savePasswordHash(caller.organizationId, identityId, await deps.hasher.hash(input.password), deps.clock());
       }
-      await deps.sessions.prepare();
+      await deps.sessions.prepare(caller.organizationId);
       return signIn(caller.organizationId, identityId, "password", settings);
     },
 
@@ -332,7 +332,7 @@ export function createIdentity(deps: IdentityDeps) {
       const found = await findToken("magic_link", caller.organizationId, tokenHash);
       const early = unusable("magic_link", found, deps.clock());
       if (early) throw early;
-      await deps.sessions.prepare();
+      await deps.sessions.prepare(caller.organizationId);
       return deps.transaction(async (tx) => {
         await spendIn(tx, "magic_link", caller.organizationId, tokenHash);
         return signIn(caller.organizationId, found.identityId, "magic_link", settings, tx);

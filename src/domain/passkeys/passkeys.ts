@@ -218,7 +218,7 @@ export function createPasskeys(deps: PasskeysDeps) {
       const identifier = ceremony.identifier;
       if (identityId === null || identifier === null) throw refused("ceremony_not_found", "this ceremony does not exist; begin a new one");
       const passkey = verdict.value;
-      await deps.identity.sessions.prepare();
+      await deps.identity.sessions.prepare(caller.organizationId);
       return deps.transaction(async (tx) => {
         const now = deps.clock();
         // already_exists (409) when the identifier was taken since register/begin.
@@ -284,7 +284,7 @@ export function createPasskeys(deps: PasskeysDeps) {
       );
       if (!verdict.ok) refuse(caller.organizationId, "login", verdict.reason, verdict.detail);
       const use = verdict.value;
-      await deps.identity.sessions.prepare();
+      await deps.identity.sessions.prepare(caller.organizationId);
       return deps.transaction(async (tx) => {
         const at = deps.clock();
         // The counter rule again, as one conditional update: two assertions
