@@ -18,6 +18,8 @@ Usage:
   gatehouse keys create --org ID --name NAME --role admin|member [--json]
   gatehouse keys list --org ID [--json]
   gatehouse keys revoke KEY_ID
+  gatehouse signing-key rotate --org ID [--json]
+                                       a new key signs the organisation's session tokens from now on
 
 Operator commands act on the data store directly (DATABASE_URL, GATEHOUSE_DATA_DIR), never through the API.
 ${settingsUsage}${secretsUsage}`;
@@ -39,6 +41,7 @@ export async function main(argv: string[]): Promise<number> {
     "keys create": keysCreate,
     "keys list": keysList,
     "keys revoke": keysRevoke,
+    "signing-key rotate": signingKeyRotate,
     ...secretsCommands,
     ...settingsCommands,
   };
@@ -187,6 +190,23 @@ const keysRevoke: Command = async (args) =>
       return 1;
     }
     process.stdout.write(`revoked ${id}\n`);
+    return 0;
+  });
+
+const signingKeyRotate: Command = async (args) =>
+  withApp(async (app) => {
+    const { organizationId, key, retired } = await app.tenancy.rotateSessionSigningKey(requireFlag(args, "org"));
+    const out = {
+      organization_id: organizationId,
+      kid: key.kid,
+      created_at: key.createdAt.toISOString(),
+      retired: retired.map((r) => ({ kid: r.kid, published_until: r.publishedUntil?.toISOString() ?? null })),
+    };
+    if (args.switches.has("json")) process.stdout.write(`${JSON.stringify(out)}\n`);
+    else {
+      process.stdout.write(`session signing key rotated: new sessions are signed by ${out.kid}\n`);
+      for (const r of out.retired) process.stdout.write(`  ${r.kid} stays published until ${r.published_until}\n`);
+    }
     return 0;
   });
 

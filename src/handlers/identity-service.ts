@@ -33,7 +33,9 @@ export function identityFor(deps: IdentityDeps): Identity {
     const sessions = createSessionIssuer({
       store,
       transaction: (fn) =>
-        deps.changeFeed.transaction((tx, notify) => fn(createIdentityStore(tx), (organizationId) => notify(signingKeysTopic, organizationId))),
+        deps.changeFeed.transaction((tx, notify) =>
+          fn(createIdentityStore(tx), (organizationId) => notify(signingKeysTopic, organizationId)),
+        ),
       keyring: deps.keyring,
       clock: deps.clock,
       issuer: deps.config.publicUrl,

@@ -208,5 +208,7 @@ export async function verifySessionTokenSignature(
     return verdictOf(error);
   }
   const claims = claimsOf(payload);
-  return claims ? { ok: true, claims } : refuse("the session token's claims do not have the types of a session (strings and numeric dates)");
+  return claims
+    ? { ok: true, claims }
+    : refuse("the session token's claims do not have the types of a session (strings and numeric dates)");
 }

@@ -254,7 +254,10 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
     const own = await deps.store.findSessionSigningKey(kid);
     const row = own ?? (await deps.store.findSigningKey(kid));
     if (!row) return null;
-    const key = { organizationId: own?.organizationId ?? null, publicKey: await importVerificationKey(JSON.parse(row.publicJwk) as PublicJwk) };
+    const key = {
+      organizationId: own?.organizationId ?? null,
+      publicKey: await importVerificationKey(JSON.parse(row.publicJwk) as PublicJwk),
+    };
     verifyKeys.set(kid, key);
     return key;
   }
@@ -293,7 +296,10 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
         createdAt: issuedAt,
         expiresAt,
       });
-      const token = await signSessionToken({ iss: deps.issuer, aud: input.organizationId, sub: input.identityId, sid: sessionId, iat, exp }, key);
+      const token = await signSessionToken(
+        { iss: deps.issuer, aud: input.organizationId, sub: input.identityId, sid: sessionId, iat, exp },
+        key,
+      );
       return { token, sessionId, organizationId: input.organizationId, identityId: input.identityId, issuedAt, expiresAt };
     },
 
