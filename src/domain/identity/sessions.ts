@@ -304,9 +304,9 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
     },
 
     /**
-     * Checks a session token: one encoding (canonical base64url, low s),
-     * signed by a key of ours, verified by jose (ES256, typ, iss, aud = the
-     * key's organisation, exp/nbf/iat with a 30 s leeway), then its session
+     * Checks a session token: signed by a key of ours, verified by jose
+     * (ES256, typ, iss, aud = the key's organisation, exp/nbf/iat with a
+     * 30 s leeway), in its one encoding (canonical base64url, low s), then its session
      * row: it exists, is not revoked, and has not expired on this server's
      * clock (exactly: the leeway is for other clocks). With `organizationId`,
      * a token of another organisation is refused too. Any failure is
@@ -319,12 +319,6 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
       if (!form) throw unauthenticated("session_invalid", "the session token is not a well-formed ES256 JWT");
       const key = await verificationKeyOf(form.kid);
       if (!key) throw unauthenticated("session_invalid", "the session token's signature does not verify with any key of this platform");
-      // (r, n − s) verifies as well as (r, s): only the low-s form is ours.
-      // Legacy keys signed either form before tokens were canonicalised, so
-      // their tokens (live for at most 30 days) keep both.
-      if (key.organizationId !== null && isHighS(form.signature)) {
-        throw unauthenticated("session_invalid", "the session token's signature is not in its canonical form (high s)");
-      }
       if (options.organizationId !== undefined && key.organizationId !== null && key.organizationId !== options.organizationId) {
         throw unauthenticated("session_invalid", "the session token belongs to another organisation");
       }
@@ -335,6 +329,12 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
         now,
       });
       if (!verdict.ok) throw unauthenticated(verdict.reason, verdict.message);
+      // (r, n − s) verifies as well as (r, s) (jose accepts both): only the
+      // low-s form is ours. Legacy keys signed either form before tokens were
+      // canonicalised, so their tokens (live for at most 30 days) keep both.
+      if (key.organizationId !== null && isHighS(form.signature)) {
+        throw unauthenticated("session_invalid", "the session token's signature is not in its canonical form (high s)");
+      }
       const { aud, sub, sid, iat } = verdict.claims;
       const session = await deps.store.findSession(aud, sid);
       if (!session || session.identityId !== sub) throw unauthenticated("session_invalid", "the session does not exist");
