@@ -146,8 +146,8 @@ export interface IdentityStore {
   /** Legacy shared keys not retired, or retired at or after `retiredSince`, newest first. */
   listSigningKeys(retiredSince: Date): Promise<SigningKeyRecord[]>;
   findSigningKey(id: string): Promise<SigningKeyRecord | null>;
-  /** Retires every active legacy key created before `createdBefore`. */
-  retireSigningKeys(createdBefore: Date, at: Date): Promise<void>;
+  /** Retires every active legacy key (they sign nothing any more). */
+  retireSigningKeys(at: Date): Promise<void>;
 
   /** The organisation's live key (not retired; the newest if a race left two), or null. */
   findLiveSessionSigningKey(organizationId: string): Promise<SessionSigningKeyRecord | null>;
@@ -391,8 +391,8 @@ export function createIdentityStore(db: Db | Tx, sql?: Sql): IdentityStore {
       const row = await db.signingKey.findUnique({ where: { id } });
       return row ? toSigningKey(row) : null;
     },
-    async retireSigningKeys(createdBefore, at) {
-      await db.signingKey.updateMany({ where: { retiredAt: null, createdAt: { lt: createdBefore } }, data: { retiredAt: at } });
+    async retireSigningKeys(at) {
+      await db.signingKey.updateMany({ where: { retiredAt: null }, data: { retiredAt: at } });
     },
 
     async findLiveSessionSigningKey(organizationId) {

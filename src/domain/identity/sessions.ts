@@ -167,7 +167,7 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
   async function retireLegacyKeys(now: Date): Promise<void> {
     if (now.getTime() - legacyRetiredAt < activeKeyRecheckMs && now.getTime() >= legacyRetiredAt) return;
     legacyRetiredAt = now.getTime();
-    await deps.store.retireSigningKeys(new Date(8.64e15), now);
+    await deps.store.retireSigningKeys(now);
   }
 
   /**
@@ -370,9 +370,11 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
       return { keys: [...own, ...legacy].map((key) => JSON.parse(key.publicJwk) as PublicJwk) };
     },
 
-    /** The organisation's published keys, newest first (its live key, then retired ones). */
+    /** The organisation's published keys: the live one first, then retired ones, the most recently retired first. */
     async signingKeysOf(organizationId: string): Promise<SigningKeyView[]> {
-      return (await deps.store.listPublishedSessionSigningKeys(deps.clock(), organizationId)).map(viewOf);
+      const keys = await deps.store.listPublishedSessionSigningKeys(deps.clock(), organizationId);
+      const order = (key: SessionSigningKeyInfo) => key.retiredAt?.getTime() ?? Number.POSITIVE_INFINITY;
+      return keys.sort((a, b) => order(b) - order(a) || b.createdAt.getTime() - a.createdAt.getTime()).map(viewOf);
     },
 
     /**
