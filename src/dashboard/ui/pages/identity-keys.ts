@@ -24,6 +24,8 @@ export async function renderIdentityKeys(ctx: PageContext): Promise<void> {
   const status = statusRegion();
   const reveal = h("div", {});
   const cards = h("div", { class: "cards" });
+  // Below the two cards, full width: kids are long.
+  const signingKeys = h("div", { class: "signing-keys" });
 
   function card(kind: IdentityKeyKind.PUBLISHABLE | IdentityKeyKind.SECRET, info: IdentityKeyInfo | undefined): HTMLElement {
     const w = words[kind];
@@ -107,12 +109,8 @@ export async function renderIdentityKeys(ctx: PageContext): Promise<void> {
 
   async function load(): Promise<void> {
     const [keys, signing] = await Promise.all([api.getIdentityKeys({ organizationId }), api.listSessionSigningKeys({ organizationId })]);
-    replace(
-      cards,
-      card(IdentityKeyKind.PUBLISHABLE, keys.publishableKey),
-      card(IdentityKeyKind.SECRET, keys.secretKey),
-      signingCard(signing.keys),
-    );
+    replace(cards, card(IdentityKeyKind.PUBLISHABLE, keys.publishableKey), card(IdentityKeyKind.SECRET, keys.secretKey));
+    replace(signingKeys, signingCard(signing.keys));
   }
 
   replace(
@@ -127,6 +125,7 @@ export async function renderIdentityKeys(ctx: PageContext): Promise<void> {
     status.element,
     reveal,
     cards,
+    signingKeys,
   );
   await load();
 }
