@@ -39,7 +39,6 @@ export function identityFor(deps: IdentityDeps): Identity {
       keyring: deps.keyring,
       clock: deps.clock,
       issuer: deps.config.publicUrl,
-      onError,
     });
     // A rotation on another instance (or by the CLI on PostgreSQL): sign with the new key from the next sign-in.
     const rotations = deps.changeFeed.subscribe(signingKeysTopic, (event) =>

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { CryptoKey } from "jose";
 import type { MasterKeyring } from "../../crypto/envelope.js";
-import type { IdentityStore, SessionMethod, SessionSigningKeyInfo } from "../../storage/identity-store.js";
+import type { IdentityStore, SessionMethod, SessionSigningKeyInfo, SessionSigningKeyRecord } from "../../storage/identity-store.js";
 import type { Clock } from "../clock.js";
 import { DomainError } from "../errors.js";
 import {
@@ -48,8 +48,6 @@ export interface SessionIssuerDeps {
   issuer: string;
   /** Age at which an organisation's signing key is replaced (default 30 days). */
   rotationSeconds?: number;
-  /** Called when a background refresh of a signing key fails (the cached key keeps signing). */
-  onError?: (error: unknown) => void;
 }
 
 /** A session just signed in: its row exists and its token is signed. */
@@ -60,6 +58,11 @@ export interface IssuedSession {
   identityId: string;
   issuedAt: Date;
   expiresAt: Date;
+}
+
+/** A session whose token is signed and whose row is not written yet (see recordSession). */
+export interface PreparedSession extends IssuedSession {
+  method: SessionMethod;
 }
 
 /** What a valid session token stands for. */
@@ -187,7 +190,10 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
   async function createKey(organizationId: string, now: Date): Promise<{ key: ActiveKey; retired: SigningKeyView[] }> {
     const generated = await generateSigningKey();
     const retired = await deps.transaction(async (store, announce) => {
-      const publishedUntil = await publicationEnd(store, organizationId, now);
+      // The write comes first: on SQLite it takes the write lock (waiting for
+      // another instance's writer) before this transaction reads anything; a
+      // read first would pin a snapshot that such a writer makes stale, and
+      // the write would then fail at once (SQLITE_BUSY).
       await store.createSessionSigningKey({
         id: generated.kid,
         organizationId,
@@ -195,6 +201,7 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
         publicJwk: JSON.stringify(generated.publicJwk),
         createdAt: now,
       });
+      const publishedUntil = await publicationEnd(store, organizationId, now);
       const replaced = await store.retireSessionSigningKeys(organizationId, generated.kid, now, publishedUntil);
       announce(organizationId);
       return replaced.map((key) => ({ kid: key.id, createdAt: key.createdAt, retiredAt: now, publishedUntil }));
@@ -208,11 +215,24 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
   async function loadActiveKey(organizationId: string, now: Date): Promise<ActiveKey> {
     await retireLegacyKeys(now);
     const live = await deps.store.findLiveSessionSigningKey(organizationId);
-    if (!live || now.getTime() - live.createdAt.getTime() >= rotationMs) return (await createKey(organizationId, now)).key;
+    if (!live || now.getTime() - live.createdAt.getTime() >= rotationMs) {
+      try {
+        return (await createKey(organizationId, now)).key;
+      } catch (error) {
+        // Another instance made the key at the same moment (SQLite may refuse the second writer): sign with that one.
+        const made = await deps.store.findLiveSessionSigningKey(organizationId);
+        if (!made || made.id === live?.id) throw error;
+        return openKey(organizationId, made, now);
+      }
+    }
+    return openKey(organizationId, live, now);
+  }
+
+  async function openKey(organizationId: string, row: SessionSigningKeyRecord, now: Date): Promise<ActiveKey> {
     const cached = active.get(organizationId);
-    if (cached?.kid === live.id) return { ...cached, checkedAt: now.getTime() };
-    const privateKey = await importSigningKey(deps.keyring.unwrap(live.privateKeyEnc, purposeOf(organizationId, live.id)));
-    return { kid: live.id, privateKey, createdAt: live.createdAt, checkedAt: now.getTime() };
+    if (cached?.kid === row.id) return { ...cached, checkedAt: now.getTime() };
+    const privateKey = await importSigningKey(deps.keyring.unwrap(row.privateKeyEnc, purposeOf(organizationId, row.id)));
+    return { kid: row.id, privateKey, createdAt: row.createdAt, checkedAt: now.getTime() };
   }
 
   /** One load per organisation at a time per instance. */
@@ -233,18 +253,14 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
   }
 
   /**
-   * The key the organisation's new tokens are signed with, rotated when it is
-   * old. With `wait` false (the caller may hold a transaction, so it must not
-   * wait on the database) a cached key that is due for a look signs while the
-   * look runs in the background; it stays published meanwhile.
+   * The key the organisation's new tokens are signed with: created at its
+   * first use, rotated when it is old, and looked up again once a minute (or
+   * when an announcement says it changed), in case another instance replaced it.
    */
-  async function activeKey(organizationId: string, now: Date, wait: boolean): Promise<ActiveKey> {
+  async function activeKey(organizationId: string, now: Date): Promise<ActiveKey> {
     const cached = active.get(organizationId);
     if (!cached || now.getTime() - cached.createdAt.getTime() >= rotationMs) return refresh(organizationId, now);
-    if (now.getTime() - cached.checkedAt >= activeKeyRecheckMs || now.getTime() < cached.checkedAt) {
-      if (wait) return refresh(organizationId, now);
-      refresh(organizationId, now).catch((error: unknown) => deps.onError?.(error));
-    }
+    if (now.getTime() - cached.checkedAt >= activeKeyRecheckMs || now.getTime() < cached.checkedAt) return refresh(organizationId, now);
     return cached;
   }
 
@@ -264,43 +280,47 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
 
   return {
     /**
-     * Loads (or creates) the organisation's signing key and looks whether
-     * another instance replaced it. Call it before opening a transaction in
-     * which issueSession will run, so signing never waits on the database.
+     * Signs a session token for an identity, before the transaction that
+     * records it (recordSession): signing runs on WebCrypto's thread pool, and
+     * a transaction held open across it would keep SQLite's write lock from
+     * other connections that long. Loads (or creates) the organisation's key,
+     * and looks whether another instance replaced it, so call it outside any
+     * transaction.
      */
-    async prepare(organizationId: string): Promise<void> {
-      await activeKey(organizationId, deps.clock(), true);
-    },
-
-    /**
-     * Signs an identity in: stores a session row (through `store`, which may
-     * be bound to the caller's transaction) and signs its token with the
-     * organisation's key.
-     */
-    async issueSession(
-      input: { organizationId: string; identityId: string; method: SessionMethod; ttlSeconds: number },
-      store: Pick<SessionStore, "createSession"> = deps.store,
-    ): Promise<IssuedSession> {
+    async prepareSession(input: {
+      organizationId: string;
+      identityId: string;
+      method: SessionMethod;
+      ttlSeconds: number;
+    }): Promise<PreparedSession> {
       const now = deps.clock();
-      const key = await activeKey(input.organizationId, now, false);
+      const key = await activeKey(input.organizationId, now);
       const iat = Math.floor(now.getTime() / 1000);
       const exp = iat + input.ttlSeconds;
       const sessionId = randomUUID();
-      const issuedAt = new Date(iat * 1000);
-      const expiresAt = new Date(exp * 1000);
-      await store.createSession({
-        id: sessionId,
-        organizationId: input.organizationId,
-        identityId: input.identityId,
-        method: input.method,
-        createdAt: issuedAt,
-        expiresAt,
-      });
       const token = await signSessionToken(
         { iss: deps.issuer, aud: input.organizationId, sub: input.identityId, sid: sessionId, iat, exp },
         key,
       );
-      return { token, sessionId, organizationId: input.organizationId, identityId: input.identityId, issuedAt, expiresAt };
+      return { ...input, token, sessionId, issuedAt: new Date(iat * 1000), expiresAt: new Date(exp * 1000) };
+    },
+
+    /**
+     * Signs an identity in with a prepared session: stores its row (through
+     * `store`, which may be bound to the caller's transaction); the token
+     * holds from then on.
+     */
+    async recordSession(prepared: PreparedSession, store: Pick<SessionStore, "createSession"> = deps.store): Promise<IssuedSession> {
+      await store.createSession({
+        id: prepared.sessionId,
+        organizationId: prepared.organizationId,
+        identityId: prepared.identityId,
+        method: prepared.method,
+        createdAt: prepared.issuedAt,
+        expiresAt: prepared.expiresAt,
+      });
+      const { token, sessionId, organizationId, identityId, issuedAt, expiresAt } = prepared;
+      return { token, sessionId, organizationId, identityId, issuedAt, expiresAt };
     },
 
     /**
