@@ -23,7 +23,7 @@ import { clientIdentityPaths, withClientCors } from "./handlers/client-cors.js";
 import { createConfigService } from "./handlers/config-service.js";
 import { createDashboardService } from "./handlers/dashboard-service.js";
 import { createHealthService } from "./handlers/health-service.js";
-import { createIdentityService, createJwksRoute } from "./handlers/identity-service.js";
+import { createIdentityService, createJwksRoute, sessionsFor } from "./handlers/identity-service.js";
 import { createSecretsService } from "./handlers/secrets-service.js";
 import { createSdkRoutes } from "./handlers/sdk-routes.js";
 import { createAuthenticator, createAuthInterceptor } from "./interceptors/auth.js";
@@ -121,6 +121,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     random,
     publicUrl: config.publicUrl,
     credentialsChanged: deps.credentialsChanged,
+    sessionSigningKeys: { rotate: (organizationId) => sessionsFor(deps).rotateSigningKey(organizationId) },
   });
 
   const configService = createConfigService(deps);

@@ -28,6 +28,7 @@ import { DomainError, invalidArgument, unimplemented, type Violation } from "../
 import { normalizeIdentifier, readUuid } from "../domain/identity/identifiers.js";
 import { readCredentialId } from "../domain/passkeys/passkey-rules.js";
 import { checkIdentitySettings, effectiveSettings, parseSettingsAssignments } from "../domain/identity/settings.js";
+import type { SigningKeyView } from "../domain/identity/sessions.js";
 import { checkEnvironment } from "../domain/secrets/secret-rules.js";
 import type { Tenancy } from "../domain/tenancy/tenancy.js";
 import { principalKey } from "../interceptors/auth.js";
@@ -79,6 +80,16 @@ function toOperatorPasskey(passkey: OperatorPasskeyRecord) {
     credentialId: passkey.credentialId,
     deviceType: passkey.deviceType,
     backedUp: passkey.backedUp,
+  };
+}
+
+/** A session signing key as the dashboard shows it (SessionSigningKeyInfo). */
+function toSigningKeyInfo(key: SigningKeyView) {
+  return {
+    kid: key.kid,
+    createdAt: ts(key.createdAt),
+    retiredAt: tsOrUndefined(key.retiredAt),
+    publishedUntil: tsOrUndefined(key.publishedUntil),
   };
 }
 
@@ -334,6 +345,19 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
       const info = await identityKeyInfo(organizationId);
       const current = kind === "publishable" ? info.publishableKey : info.secretKey;
       return { keyInfo: current ?? { kind: keyKindEnum(kind), prefix: displayPrefix(key), createdAt: ts(clock()) }, key };
+    },
+
+    // ------------------------------------------------------------ session signing keys
+
+    async listSessionSigningKeys(_req, ctx) {
+      const keys = await identityFor(deps).sessions.signingKeysOf(operatorOf(ctx).organizationId);
+      return { keys: keys.map(toSigningKeyInfo) };
+    },
+
+    async rotateSessionSigningKey(_req, ctx) {
+      // The tenancy operation the CLI runs too; the role and the organisation were checked by the interceptor.
+      const rotated = await tenancy.rotateSessionSigningKey(operatorOf(ctx).organizationId);
+      return { key: toSigningKeyInfo(rotated.key), retired: rotated.retired.map(toSigningKeyInfo) };
     },
 
     // ------------------------------------------------------------ identity settings

@@ -10,7 +10,13 @@ import { peerAddressHeader, type ExtraRoute } from "../server/http-server.js";
 import { createIdentityStore } from "../storage/identity-store.js";
 import { createPasskeyRpcs } from "./passkey-rpcs.js";
 
-type IdentityDeps = Pick<AppDeps, "config" | "database" | "clock" | "random" | "keyring" | "logger" | "passwordHasher">;
+type IdentityDeps = Pick<
+  AppDeps,
+  "config" | "database" | "clock" | "random" | "keyring" | "logger" | "passwordHasher" | "changeFeed" | "onClose"
+>;
+
+/** Change-feed topic of session signing keys; payload: the organisation whose key changed. */
+const signingKeysTopic = "session_signing_keys";
 
 const built = new WeakMap<IdentityDeps, Identity>();
 
@@ -24,7 +30,21 @@ export function identityFor(deps: IdentityDeps): Identity {
   if (!identity) {
     const store = createIdentityStore(deps.database.client, deps.database.sql);
     const onError = (error: unknown) => deps.logger.warn({ err: error }, "identity housekeeping failed");
-    const sessions = createSessionIssuer({ store, keyring: deps.keyring, clock: deps.clock, issuer: deps.config.publicUrl, onError });
+    const sessions = createSessionIssuer({
+      store,
+      transaction: (fn) =>
+        deps.changeFeed.transaction((tx, notify) =>
+          fn(createIdentityStore(tx), (organizationId) => notify(signingKeysTopic, organizationId)),
+        ),
+      keyring: deps.keyring,
+      clock: deps.clock,
+      issuer: deps.config.publicUrl,
+    });
+    // A rotation on another instance (or by the CLI on PostgreSQL): sign with the new key from the next sign-in.
+    const rotations = deps.changeFeed.subscribe(signingKeysTopic, (event) =>
+      sessions.keyChanged(event.kind === "gap" ? undefined : event.payload),
+    );
+    deps.onClose(() => rotations.close());
     identity = createIdentity({
       store,
       transaction: (fn) => deps.database.transaction((tx) => fn(createIdentityStore(tx))),

@@ -138,6 +138,8 @@ const commandPaths = [
   "settings",
   "settings get",
   "settings set",
+  "signing-key",
+  "signing-key rotate",
   "secrets",
   "secrets set",
   "secrets list",
@@ -146,7 +148,7 @@ const commandPaths = [
   "run",
   "completion",
 ];
-const groups = new Set(["orgs", "keys", "settings", "secrets"]);
+const groups = new Set(["orgs", "keys", "settings", "signing-key", "secrets"]);
 
 describe("help", () => {
   test.each(commandPaths)("gatehouse %s --help, -h and help give the command's own help with examples", (path) => {
@@ -164,7 +166,7 @@ describe("help", () => {
   test("the program's help lists every command, the exit codes and the JSON error form", () => {
     for (const help of [runCli(["--help"], env), runCli(["help"], env)]) {
       expect(help.status).toBe(0);
-      for (const group of ["serve", "init", "orgs", "keys", "settings", "secrets", "run", "completion"])
+      for (const group of ["serve", "init", "orgs", "keys", "settings", "signing-key", "secrets", "run", "completion"])
         expect(help.stdout).toMatch(new RegExp(`\\n  ${group}\\b`));
       expect(help.stdout).toContain("Exit codes: 0 success, 1 failure, 2 usage error");
       expect(help.stdout).toContain('{"code": "...", "message": "..."}');
@@ -341,7 +343,7 @@ describe("gatehouse completion", () => {
   }
 
   test("bash: commands, subcommands, options and option values come from the command tree", () => {
-    expect(bashComplete([""])).toEqual(["serve", "init", "orgs", "keys", "settings", "secrets", "run", "completion", "help"]);
+    expect(bashComplete([""])).toEqual(["serve", "init", "orgs", "keys", "settings", "signing-key", "secrets", "run", "completion", "help"]);
     expect(bashComplete(["ke"])).toEqual(["keys"]);
     expect(bashComplete(["keys", ""])).toEqual(["create", "list", "revoke", "help"]);
     expect(bashComplete(["keys", "create", "--"])).toEqual(["--org", "--name", "--role", "--help", "--version", "--json"]);

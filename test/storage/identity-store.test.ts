@@ -231,30 +231,35 @@ describeStorage("identity store", (target) => {
     });
   });
 
-  describe("signing keys", () => {
+  describe("session signing keys", () => {
     const store = () => createIdentityStore(target.db.client, target.db.sql);
-    const key = (id: string, createdAt: Date) => ({
+    const key = (id: string, organizationId: string, createdAt: Date) => ({
       id,
+      organizationId,
       privateKeyEnc: Buffer.from([1, 2, 3, 255]),
       publicJwk: JSON.stringify({ kid: id }),
       createdAt,
-      retiredAt: null,
     });
 
-    test("keys are listed newest first; retired ones only when retired recently; bytes read back whole", async () => {
+    test("an organisation's live key is its own; rotation retires the others and publishes them until a date", async () => {
+      const a = await target.organization("A");
+      const b = await target.organization("B");
       const prefix = randomUUID().slice(0, 8);
-      await store().createSigningKey(key(`${prefix}-old`, at(0)));
-      await store().createSigningKey(key(`${prefix}-mid`, at(10)));
-      await store().createSigningKey(key(`${prefix}-new`, at(20)));
-      await store().retireSigningKeys(at(5), at(30));
-      const mine = (since: Date) =>
-        store()
-          .listSigningKeys(since)
-          .then((keys) => keys.filter((k) => k.id.startsWith(prefix)).map((k) => k.id));
-      expect(await mine(at(30))).toEqual([`${prefix}-new`, `${prefix}-mid`, `${prefix}-old`]);
-      expect(await mine(at(31))).toEqual([`${prefix}-new`, `${prefix}-mid`]);
-      expect((await store().findSigningKey(`${prefix}-old`))?.privateKeyEnc).toEqual(Buffer.from([1, 2, 3, 255]));
-      expect(await store().findSigningKey(`${prefix}-none`)).toBeNull();
+      await store().createSessionSigningKey(key(`${prefix}-a1`, a, at(0)));
+      await store().createSessionSigningKey(key(`${prefix}-b1`, b, at(0)));
+      expect((await store().findLiveSessionSigningKey(a))?.id).toBe(`${prefix}-a1`);
+      expect((await store().findLiveSessionSigningKey(a))?.privateKeyEnc).toEqual(Buffer.from([1, 2, 3, 255]));
+      await store().createSessionSigningKey(key(`${prefix}-a2`, a, at(10)));
+      const retired = await store().retireSessionSigningKeys(a, `${prefix}-a2`, at(10), at(100));
+      expect(retired.map((r) => r.id)).toEqual([`${prefix}-a1`]);
+      expect((await store().findLiveSessionSigningKey(a))?.id).toBe(`${prefix}-a2`);
+      // B's key is untouched by A's rotation.
+      expect((await store().findLiveSessionSigningKey(b))?.id).toBe(`${prefix}-b1`);
+      const publishedOf = async (when: Date) => (await store().listPublishedSessionSigningKeys(when, a)).map((k) => k.id);
+      expect(await publishedOf(at(50))).toEqual([`${prefix}-a2`, `${prefix}-a1`]);
+      expect(await publishedOf(at(101))).toEqual([`${prefix}-a2`]);
+      expect((await store().findSessionSigningKey(`${prefix}-a1`))?.organizationId).toBe(a);
+      expect(await store().findSessionSigningKey(`${prefix}-none`)).toBeNull();
     });
   });
 });

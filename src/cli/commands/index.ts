@@ -7,6 +7,7 @@ import { registerRun } from "./run.js";
 import { registerSecrets } from "./secrets.js";
 import { registerServe } from "./serve.js";
 import { registerSettings } from "./settings.js";
+import { registerSigningKey } from "./signing-key.js";
 
 /**
  * Every command group, in the order help lists them. A new group is one file
@@ -18,6 +19,7 @@ export const commandGroups: readonly CommandGroup[] = [
   registerOrgs,
   registerKeys,
   registerSettings,
+  registerSigningKey,
   registerSecrets,
   registerRun,
   registerCompletion,
