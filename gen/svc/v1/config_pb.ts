@@ -115,6 +115,15 @@ export type ApplyConfigRequest = Message<"svc.v1.ApplyConfigRequest"> & {
   /**
    * The YAML document (format version 1). At most 5 MiB.
    *
+   * A rule's `match.regex` is RE2 syntax (https://github.com/google/re2/wiki/Syntax)
+   * restricted to what JavaScript's RegExp reads the same way: the gateway matches
+   * it on every request with RE2, in time linear in the header value, so
+   * backreferences and lookaround are refused; so are RE2-only forms that
+   * JavaScript reads otherwise (\A, \z, \Q...\E, \pL, \x{...}, [[:alpha:]],
+   * inline flags such as (?i): use `ignore_case`), and patterns that compile to
+   * more than 100 RE2 instructions (a counted repetition such as {50} copies what
+   * it repeats). `\s` is [\t\n\f\r ] and case folding is Unicode simple folding.
+   *
    * @generated from field: string yaml = 2;
    */
   yaml: string;
@@ -158,6 +167,15 @@ export type ApplyConfigRequestJson = {
 
   /**
    * The YAML document (format version 1). At most 5 MiB.
+   *
+   * A rule's `match.regex` is RE2 syntax (https://github.com/google/re2/wiki/Syntax)
+   * restricted to what JavaScript's RegExp reads the same way: the gateway matches
+   * it on every request with RE2, in time linear in the header value, so
+   * backreferences and lookaround are refused; so are RE2-only forms that
+   * JavaScript reads otherwise (\A, \z, \Q...\E, \pL, \x{...}, [[:alpha:]],
+   * inline flags such as (?i): use `ignore_case`), and patterns that compile to
+   * more than 100 RE2 instructions (a counted repetition such as {50} copies what
+   * it repeats). `\s` is [\t\n\f\r ] and case folding is Unicode simple folding.
    *
    * @generated from field: string yaml = 2;
    */
