@@ -4,7 +4,7 @@ import type { Dispatcher } from "undici";
 import type { ConfigDocument, ConfigValue, PluginResource, RouteResource, RuleResource } from "../domain/config/config-document.js";
 import { answers, gatewayAnswer, type GatewayAnswer } from "./gateway-answer.js";
 import type { GatewayState } from "./gateway-state.js";
-import { compileRuleRegex, type RuleRegex } from "./compile-rule-regex.js";
+import { compileRuleRegex, type RuleRegexMatcher } from "../domain/config/rule-regex.js";
 import { createCorsPolicy, type CorsPolicy } from "./cors-policy.js";
 import type { RouteMetrics } from "./gateway-metrics.js";
 import { createRateLimiter, type RateLimiter } from "./rate-limiter.js";
@@ -25,7 +25,13 @@ export interface UpstreamTarget {
 }
 
 export type CompiledRule =
-  | { readonly name: string; readonly kind: "header"; readonly header: string; readonly regex: RuleRegex; readonly denied: GatewayAnswer }
+  | {
+      readonly name: string;
+      readonly kind: "header";
+      readonly header: string;
+      readonly regex: RuleRegexMatcher;
+      readonly denied: GatewayAnswer;
+    }
   | { readonly name: string; readonly kind: "path"; readonly prefix: string; readonly denied: GatewayAnswer }
   | { readonly name: string; readonly kind: "ip"; readonly blocks: BlockList; readonly denied: GatewayAnswer };
 
@@ -350,9 +356,11 @@ function compileRule(rule: RuleResource): CompiledRule | { problem: string } {
   const denied = gatewayAnswer(Code.PermissionDenied, "denied_by_rule", `the request is refused by rule ${rule.name}`);
   const match = rule.match;
   if ("header" in match) {
-    const regex = compileRuleRegex(match.regex, match.ignore_case === true);
-    if ("problem" in regex) return regex;
-    return { name: rule.name, kind: "header", header: match.header.toLowerCase(), regex, denied };
+    // The module validation uses: what an import accepted is exactly what matches here (a stored
+    // document from before a rule became stricter answers 503 on its routes rather than guessing).
+    const compiled = compileRuleRegex(match.regex, { ignoreCase: match.ignore_case === true });
+    if (!compiled.ok) return { problem: compiled.problem };
+    return { name: rule.name, kind: "header", header: match.header.toLowerCase(), regex: compiled.matcher, denied };
   }
   if ("path_prefix" in match) {
     const prefix = canonicalPath(match.path_prefix);

@@ -343,7 +343,18 @@ describe("gatehouse completion", () => {
   }
 
   test("bash: commands, subcommands, options and option values come from the command tree", () => {
-    expect(bashComplete([""])).toEqual(["serve", "init", "orgs", "keys", "settings", "signing-key", "secrets", "run", "completion", "help"]);
+    expect(bashComplete([""])).toEqual([
+      "serve",
+      "init",
+      "orgs",
+      "keys",
+      "settings",
+      "signing-key",
+      "secrets",
+      "run",
+      "completion",
+      "help",
+    ]);
     expect(bashComplete(["ke"])).toEqual(["keys"]);
     expect(bashComplete(["keys", ""])).toEqual(["create", "list", "revoke", "help"]);
     expect(bashComplete(["keys", "create", "--"])).toEqual(["--org", "--name", "--role", "--help", "--version", "--json"]);
