@@ -3,14 +3,50 @@ import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { IdentityService } from "../../gen/svc/v1/identity_pb.js";
 import type { AppDeps } from "../app-deps.js";
 import { DomainError, invalidArgument } from "../domain/errors.js";
+import { everyOrganization, gatewayChangePayload, gatewayTopic } from "../domain/gateway/gateway-changes.js";
 import { createIdentity, type Caller, type Identity, type SignedIn } from "../domain/identity/identity.js";
 import { createSessionIssuer, type SessionIssuer } from "../domain/identity/sessions.js";
 import { principalKey } from "../interceptors/auth.js";
 import { peerAddressHeader, type ExtraRoute } from "../server/http-server.js";
-import { createIdentityStore } from "../storage/identity-store.js";
+import type { Notify } from "../storage/change-feed.js";
+import { createIdentityStore, type IdentityStore } from "../storage/identity-store.js";
 import { createPasskeyRpcs } from "./passkey-rpcs.js";
 
-type IdentityDeps = Pick<AppDeps, "config" | "database" | "clock" | "random" | "keyring" | "logger" | "passwordHasher">;
+/** Without a change feed (a reader of sessions only, such as the sample API built alone) nothing is announced. */
+type IdentityDeps = Pick<AppDeps, "config" | "database" | "clock" | "random" | "keyring" | "logger" | "passwordHasher"> &
+  Partial<Pick<AppDeps, "changeFeed">>;
+
+/**
+ * The identity store, announcing to gateways' streams what they hold: revoked
+ * sessions (of one organisation) and signing keys (of the platform). `notify`
+ * is the transaction's (the notice goes out at commit); without one, the write
+ * has committed and the notice goes out at once.
+ */
+function announcing(store: IdentityStore, feed: AppDeps["changeFeed"] | undefined, notify?: Notify): IdentityStore {
+  if (!feed) return store;
+  const announce = async (organizationId: string, kind: "sessions" | "signing_keys") => {
+    const payload = gatewayChangePayload(organizationId, kind);
+    if (notify) notify(gatewayTopic, payload);
+    else await feed.transaction(async (_tx, send) => send(gatewayTopic, payload));
+  };
+  return {
+    ...store,
+    async revokeSession(organizationId, id, at) {
+      const revoked = await store.revokeSession(organizationId, id, at);
+      if (revoked) await announce(organizationId, "sessions");
+      return revoked;
+    },
+    async revokeSessionsOf(organizationId, identityId, except, at) {
+      const count = await store.revokeSessionsOf(organizationId, identityId, except, at);
+      if (count > 0) await announce(organizationId, "sessions");
+      return count;
+    },
+    async createSigningKey(key) {
+      await store.createSigningKey(key);
+      await announce(everyOrganization, "signing_keys");
+    },
+  };
+}
 
 const built = new WeakMap<IdentityDeps, Identity>();
 
@@ -22,12 +58,15 @@ const built = new WeakMap<IdentityDeps, Identity>();
 export function identityFor(deps: IdentityDeps): Identity {
   let identity = built.get(deps);
   if (!identity) {
-    const store = createIdentityStore(deps.database.client, deps.database.sql);
+    const feed = deps.changeFeed;
+    const store = announcing(createIdentityStore(deps.database.client, deps.database.sql), feed);
     const onError = (error: unknown) => deps.logger.warn({ err: error }, "identity housekeeping failed");
     const sessions = createSessionIssuer({ store, keyring: deps.keyring, clock: deps.clock, issuer: deps.config.publicUrl, onError });
     identity = createIdentity({
       store,
-      transaction: (fn) => deps.database.transaction((tx) => fn(createIdentityStore(tx))),
+      transaction: feed
+        ? (fn) => feed.transaction((tx, notify) => fn(announcing(createIdentityStore(tx), feed, notify)))
+        : (fn) => deps.database.transaction((tx) => fn(createIdentityStore(tx))),
       sessions,
       hasher: deps.passwordHasher,
       clock: deps.clock,
@@ -67,7 +106,8 @@ export function createJwksRoute(deps: IdentityDeps): ExtraRoute {
 /** The caller of a client-side or backend identity RPC, as the auth interceptor established it. */
 function callerOf(ctx: HandlerContext): Caller {
   const principal = ctx.values.get(principalKey);
-  if (principal.kind !== "publishable_key" && principal.kind !== "secret_key") {
+  // A gateway key reaches only ValidateSession (its auth rule), as a backend of its organisation.
+  if (principal.kind !== "publishable_key" && principal.kind !== "secret_key" && principal.kind !== "gateway_key") {
     throw new DomainError("permission_denied", "wrong_credential_kind", "identity operations need a publishable or secret key");
   }
   return {
