@@ -7,6 +7,7 @@ import type { DestinationStream } from "pino";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
 import { ConfigService } from "../gen/svc/v1/config_pb.js";
 import { DashboardService } from "../gen/svc/v1/dashboard_pb.js";
+import { GatewayService } from "../gen/svc/v1/gateway_pb.js";
 import { IdentityService } from "../gen/svc/v1/identity_pb.js";
 import { SecretsService } from "../gen/svc/v1/secrets_pb.js";
 import type { AppDeps } from "./app-deps.js";
@@ -22,6 +23,7 @@ import { createTenancy, type InitialCredentials } from "./domain/tenancy/tenancy
 import { clientIdentityPaths, withClientCors } from "./handlers/client-cors.js";
 import { createConfigService } from "./handlers/config-service.js";
 import { createDashboardService } from "./handlers/dashboard-service.js";
+import { createGatewayService } from "./handlers/gateway-service.js";
 import { createHealthService } from "./handlers/health-service.js";
 import { createIdentityService, createJwksRoute, sessionsFor } from "./handlers/identity-service.js";
 import { createSecretsService } from "./handlers/secrets-service.js";
@@ -38,6 +40,7 @@ import { createMetrics } from "./server/metrics.js";
 import { createRoutes, indexUnary, type ServiceEntry } from "./server/registry.js";
 import { openDatabase, type Database } from "./storage/database.js";
 import { createChangeFeed } from "./storage/change-feed.js";
+import { createGatewayStore } from "./storage/gateway-store.js";
 import { createTenancyStore } from "./storage/tenancy-store.js";
 import { createCredentialCache } from "./interceptors/credential-cache.js";
 
@@ -110,6 +113,7 @@ export async function createApp(options: AppOptions): Promise<App> {
   const dashboard = createDashboard(deps, { logError, hasher: deps.passwordHasher });
   const authenticator = createAuthenticator({
     store: tenancyStore,
+    gatewayKeys: createGatewayStore(database.client),
     clock,
     dashboard: dashboard.authenticate,
     cache: credentialCache,
@@ -131,6 +135,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     { service: ConfigService, impl: configService },
     { service: SecretsService, impl: secretsService },
     { service: IdentityService, impl: createIdentityService(deps) },
+    { service: GatewayService, impl: createGatewayService(deps) },
     {
       service: DashboardService,
       impl: createDashboardService(deps, { dashboard, tenancy, config: configService, secrets: secretsService }),

@@ -5,10 +5,21 @@ import { checkReferences, isEmptyPlan, planConfigChange } from "./plan-config-ch
 import { configError, placeViolations, readConfigDocument, type ReadDocument } from "./read-config-document.js";
 import { createExportCache, type ExportedConfig } from "./export-cache.js";
 import { renderConfigDocument } from "./render-config-document.js";
+import { checkSecretReferences, type SecretReference } from "./secret-references.js";
 
 export interface ConfigManagerDeps {
-  /** Runs fn with a store bound to one transaction; `announce` publishes a new revision once it commits. */
-  transaction<T>(fn: (store: ConfigStore, announce: (organizationId: string, revision: number) => void) => Promise<T>): Promise<T>;
+  /**
+   * Runs fn with a store bound to one transaction; `announce` publishes a new
+   * revision once it commits; `existingSecrets` reads, in the same transaction,
+   * which of the given secrets exist (keys `<environment>/<name>`).
+   */
+  transaction<T>(
+    fn: (
+      store: ConfigStore,
+      announce: (organizationId: string, revision: number) => void,
+      existingSecrets: (organizationId: string, secrets: readonly SecretReference[]) => Promise<Set<string>>,
+    ) => Promise<T>,
+  ): Promise<T>;
   /** Runs reads that must not see another transaction's uncommitted writes. */
   read<T>(fn: (store: ConfigStore) => Promise<T>): Promise<T>;
   /** Calls onChange whenever the organisation may have a new revision. */
@@ -52,6 +63,8 @@ export interface ApplyInput {
   dryRun: boolean;
   expectedRevision?: number | undefined;
   actor: string;
+  /** The caller's role: adding or changing a secret reference needs "admin". */
+  role: "admin" | "member" | undefined;
 }
 
 const defaultPageSize = 20;
@@ -84,9 +97,16 @@ export function createConfigManager(deps: ConfigManagerDeps) {
   async function applyDocument(
     organizationId: string,
     read: ReadDocument,
-    options: { strict: boolean; dryRun: boolean; expectedRevision?: number | undefined; actor: string; source: string },
+    options: {
+      strict: boolean;
+      dryRun: boolean;
+      expectedRevision?: number | undefined;
+      actor: string;
+      source: string;
+      role: ApplyInput["role"];
+    },
   ): Promise<ApplyResult> {
-    const result = await deps.transaction(async (store, announce) => {
+    const result = await deps.transaction(async (store, announce, existingSecrets) => {
       const current = await store.lockConfiguration(organizationId);
       if (current === null) throw new DomainError("not_found", "organization_not_found", `organisation "${organizationId}" does not exist`);
       if (options.expectedRevision !== undefined && options.expectedRevision !== current) {
@@ -96,9 +116,19 @@ export function createConfigManager(deps: ConfigManagerDeps) {
           `the configuration is at revision ${current}, not ${options.expectedRevision}: nothing was changed; fetch it again (its ETag is "${current}") and re-apply your change`,
         );
       }
-      const plan = planConfigChange(await store.listResources(organizationId), read.document, options.strict);
+      const before = await store.listResources(organizationId);
+      const plan = planConfigChange(before, read.document, options.strict);
       const dangling = checkReferences(read.document, plan.resulting);
       if (dangling.length > 0) throw configError(placeViolations(dangling, read.locate));
+      await checkSecretReferences({
+        organizationId,
+        document: read.document,
+        locate: read.locate,
+        before,
+        after: plan.resulting,
+        role: options.role,
+        existing: (secrets) => existingSecrets(organizationId, secrets),
+      });
       const summary = { created: plan.created, updated: plan.updated, deleted: plan.deleted, unchanged: plan.unchanged };
       if (options.dryRun) return { revision: current, applied: false, ...summary };
       if (isEmptyPlan(plan)) return { revision: current, applied: true, ...summary };
@@ -161,6 +191,7 @@ export function createConfigManager(deps: ConfigManagerDeps) {
         expectedRevision: input.expectedRevision,
         actor: input.actor,
         source: input.strict ? "import-strict" : "import",
+        role: input.role,
       });
     },
 
@@ -170,6 +201,7 @@ export function createConfigManager(deps: ConfigManagerDeps) {
       revision: number;
       expectedRevision?: number | undefined;
       actor: string;
+      role: ApplyInput["role"];
     }): Promise<ApplyResult> {
       const target = await findRevision(input.organizationId, input.revision);
       return applyDocument(input.organizationId, readConfigDocument(target.document), {
@@ -178,6 +210,7 @@ export function createConfigManager(deps: ConfigManagerDeps) {
         expectedRevision: input.expectedRevision,
         actor: input.actor,
         source: `rollback:${input.revision}`,
+        role: input.role,
       });
     },
 

@@ -380,11 +380,12 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
      * each retired key until its last token has expired, then the legacy keys
      * still in their retention. Verifiers pick a key by kid and check `aud`.
      */
-    async publishedKeys(): Promise<{ keys: PublicJwk[] }> {
+    /** The JWKS: every organisation's published keys, or one organisation's (what its gateways need), with the legacy shared ones. */
+    async publishedKeys(organizationId?: string): Promise<{ keys: PublicJwk[] }> {
       const now = deps.clock();
       await retireLegacyKeys(now);
       const [own, legacy] = await Promise.all([
-        deps.store.listPublishedSessionSigningKeys(now),
+        deps.store.listPublishedSessionSigningKeys(now, organizationId),
         deps.store.listSigningKeys(new Date(now.getTime() - legacyKeyRetentionSeconds * 1000)),
       ]);
       return { keys: [...own, ...legacy].map((key) => JSON.parse(key.publicJwk) as PublicJwk) };
