@@ -17,6 +17,11 @@
 //
 // Only the developer runs this: the application applies the committed SQL itself at
 // start (src/storage/migrate.ts) and ships neither the engine nor this script.
+//
+// @prisma/schema-engine-wasm is versioned like Prisma's engines (see `Default Engines Hash`
+// in `prisma --version`), not like the CLI, and its JavaScript API is the engine's own: it
+// is pinned exactly, to the build nearest the CLI's engines, and moved with a Prisma upgrade
+// (this script's --check, run by the tests, says whether the new build still works).
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomUUID } from "node:crypto";
 import { createRequire } from "node:module";
@@ -59,22 +64,40 @@ function engineLog(line) {
 // ---------------------------------------------------------------- adapters
 
 /**
+ * The adapter's public methods, with some of them replaced: a wrapper by composition, so
+ * the adapter object itself is left as the library made it.
+ */
+function delegate(adapter, overrides) {
+  return {
+    provider: adapter.provider,
+    adapterName: adapter.adapterName,
+    queryRaw: (query) => adapter.queryRaw(query),
+    executeRaw: (query) => adapter.executeRaw(query),
+    executeScript: (script) => adapter.executeScript(script),
+    startTransaction: (isolationLevel) => adapter.startTransaction(isolationLevel),
+    ...(adapter.getConnectionInfo ? { getConnectionInfo: () => adapter.getConnectionInfo() } : {}),
+    dispose: () => adapter.dispose(),
+    ...overrides,
+  };
+}
+
+/**
  * The engine replays each migration on the shadow database with one executeRaw of the
  * whole script, which better-sqlite3's prepare() rejects ("more than one statement");
  * such a parameterless script goes through exec() instead.
  */
 function acceptScripts(adapter) {
-  const executeRaw = adapter.executeRaw.bind(adapter);
-  adapter.executeRaw = async (query) => {
-    try {
-      return await executeRaw(query);
-    } catch (error) {
-      if (query.args.length > 0 || !/more than one statement/.test(String(error?.message))) throw error;
-      await adapter.executeScript(query.sql);
-      return 0;
-    }
-  };
-  return adapter;
+  return delegate(adapter, {
+    async executeRaw(query) {
+      try {
+        return await adapter.executeRaw(query);
+      } catch (error) {
+        if (query.args.length > 0 || !/more than one statement/.test(String(error?.message))) throw error;
+        await adapter.executeScript(query.sql);
+        return 0;
+      }
+    },
+  });
 }
 
 /** SQLite: the main and the shadow database are both private in-memory databases. */
@@ -142,18 +165,18 @@ function postgresFactory(url) {
         connectionString: withDatabase(url, name),
         Client: CatalogSafeClient,
       }).connect();
-      const dispose = shadow.dispose.bind(shadow);
-      shadow.dispose = async () => {
-        await dispose();
-        const dropper = new pg.Client({ connectionString: url });
-        await dropper.connect();
-        try {
-          await dropper.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-        } finally {
-          await dropper.end();
-        }
-      };
-      return shadow;
+      return delegate(shadow, {
+        async dispose() {
+          await shadow.dispose();
+          const dropper = new pg.Client({ connectionString: url });
+          await dropper.connect();
+          try {
+            await dropper.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+          } finally {
+            await dropper.end();
+          }
+        },
+      });
     },
   };
 }

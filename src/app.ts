@@ -7,6 +7,7 @@ import type { DestinationStream } from "pino";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
 import { ConfigService } from "../gen/svc/v1/config_pb.js";
 import { DashboardService } from "../gen/svc/v1/dashboard_pb.js";
+import { GatewayService } from "../gen/svc/v1/gateway_pb.js";
 import { IdentityService } from "../gen/svc/v1/identity_pb.js";
 import { SecretsService } from "../gen/svc/v1/secrets_pb.js";
 import type { AppDeps } from "./app-deps.js";
@@ -21,8 +22,9 @@ import { createPasswordHasher } from "./domain/identity/password-hasher.js";
 import { createTenancy, type InitialCredentials } from "./domain/tenancy/tenancy.js";
 import { createConfigService } from "./handlers/config-service.js";
 import { createDashboardService } from "./handlers/dashboard-service.js";
+import { createGatewayService } from "./handlers/gateway-service.js";
 import { createHealthService } from "./handlers/health-service.js";
-import { createIdentityService, createJwksRoute } from "./handlers/identity-service.js";
+import { createIdentityService, createJwksRoute, sessionsFor } from "./handlers/identity-service.js";
 import { createReflectionServices } from "./handlers/reflection-service.js";
 import { createSdkRoutes } from "./handlers/sdk-routes.js";
 import { createSecretsService } from "./handlers/secrets-service.js";
@@ -43,6 +45,7 @@ import { createPipeline } from "./server/pipeline.js";
 import { createProcedures, type ServiceEntry } from "./server/procedures.js";
 import { createChangeFeed } from "./storage/change-feed.js";
 import { openDatabase, type Database } from "./storage/database.js";
+import { createGatewayStore } from "./storage/gateway-store.js";
 import { createTenancyStore } from "./storage/tenancy-store.js";
 
 export interface AppOptions {
@@ -116,6 +119,7 @@ export async function createApp(options: AppOptions): Promise<App> {
   const dashboard = createDashboard(deps, { logError, hasher: deps.passwordHasher });
   const authenticator = createAuthenticator({
     store: tenancyStore,
+    gatewayKeys: createGatewayStore(database.client),
     clock,
     dashboard: dashboard.authenticate,
     cache: credentialCache,
@@ -127,6 +131,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     random,
     publicUrl: config.publicUrl,
     credentialsChanged: deps.credentialsChanged,
+    sessionSigningKeys: { rotate: (organizationId) => sessionsFor(deps).rotateSigningKey(organizationId) },
   });
 
   const configService = createConfigService(deps);
@@ -136,6 +141,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     { service: ConfigService, impl: configService },
     { service: SecretsService, impl: secretsService },
     { service: IdentityService, impl: createIdentityService(deps) },
+    { service: GatewayService, impl: createGatewayService(deps) },
     {
       service: DashboardService,
       impl: createDashboardService(deps, { dashboard, tenancy, config: configService, secrets: secretsService }),

@@ -11,6 +11,8 @@ import {
   type KeyObject,
 } from "node:crypto";
 import { promisify } from "node:util";
+import type { Violation } from "../domain/errors.js";
+import { CliError } from "./errors.js";
 
 const generateKeyPairAsync = promisify(generateKeyPair);
 
@@ -38,15 +40,18 @@ export interface SecretWithValue extends SecretMetadata {
   value: string;
 }
 
-/** An error answer of the API, with the server's words and violations. */
-export class ApiError extends Error {
+/** An error answer of the API: its reason (else its Connect code), words and violations. */
+export class ApiError extends CliError {
   override readonly name = "ApiError";
   constructor(
     readonly status: number,
-    readonly code: string,
+    /** The Connect code (`invalid_argument`, `not_found`, ...). */
+    readonly connectCode: string,
     message: string,
+    reason: string = connectCode,
+    violations: readonly Violation[] = [],
   ) {
-    super(message);
+    super(reason, message, violations);
   }
 }
 
@@ -63,10 +68,14 @@ export function secretsClientConfig(env: NodeJS.ProcessEnv = process.env): Secre
   const organizationId = env.GATEHOUSE_ORG?.trim() ?? "";
   if (!apiKey) missing.push("GATEHOUSE_API_KEY (an admin API key, gk_...)");
   if (!organizationId) missing.push("GATEHOUSE_ORG (the organisation id)");
-  if (missing.length > 0) throw new Error(`set ${missing.join(" and ")}; GATEHOUSE_URL defaults to http://127.0.0.1:8080`);
+  if (missing.length > 0)
+    throw new CliError("missing_configuration", `set ${missing.join(" and ")}; GATEHOUSE_URL defaults to http://127.0.0.1:8080`);
   const baseUrl = (env.GATEHOUSE_URL?.trim() || "http://127.0.0.1:8080").replace(/\/+$/, "");
   if (!/^https?:\/\//.test(baseUrl))
-    throw new Error(`GATEHOUSE_URL must be an http(s) address such as https://gatehouse.example.com, got "${baseUrl}"`);
+    throw new CliError(
+      "invalid_configuration",
+      `GATEHOUSE_URL must be an http(s) address such as https://gatehouse.example.com, got "${baseUrl}"`,
+    );
   return { baseUrl, apiKey, organizationId, pinnedKeyId: env.GATEHOUSE_SECRETS_KEY_ID?.trim() || undefined };
 }
 
@@ -88,7 +97,7 @@ export function createSecretsClient(config: SecretsClientConfig) {
       });
     } catch (error) {
       const cause = (error as { cause?: { code?: string } }).cause?.code;
-      throw new Error(`cannot reach Gatehouse at ${config.baseUrl}${cause ? ` (${cause})` : ""}: check GATEHOUSE_URL`);
+      throw new CliError("unreachable", `cannot reach Gatehouse at ${config.baseUrl}${cause ? ` (${cause})` : ""}: check GATEHOUSE_URL`);
     }
     const text = await response.text();
     if (!response.ok) throw apiErrorOf(response.status, text);
@@ -101,9 +110,11 @@ export function createSecretsClient(config: SecretsClientConfig) {
     const keyId = createHash("sha256")
       .update(key.export({ type: "spki", format: "der" }))
       .digest("hex");
-    if (keyId !== answer.key_id) throw new Error("the organisation key does not match its key_id: refusing to seal to it");
+    if (keyId !== answer.key_id)
+      throw new CliError("key_mismatch", "the organisation key does not match its key_id: refusing to seal to it");
     if (config.pinnedKeyId && config.pinnedKeyId !== keyId) {
-      throw new Error(
+      throw new CliError(
+        "key_not_pinned",
         `the organisation key ${keyId} is not the pinned GATEHOUSE_SECRETS_KEY_ID ${config.pinnedKeyId}: refusing to seal to it`,
       );
     }
@@ -114,7 +125,10 @@ export function createSecretsClient(config: SecretsClientConfig) {
     /** Seals the value to the organisation key (plain up to 446 bytes, hybrid beyond) and stores it. */
     async set(input: { name: string; environment: string; value: Buffer; tags: string[] }): Promise<SecretMetadata> {
       if (input.value.length > maxValueBytes) {
-        throw new Error(`the value is ${input.value.length} bytes; secrets hold at most ${maxValueBytes} bytes (64 KiB)`);
+        throw new CliError(
+          "value_too_large",
+          `the value is ${input.value.length} bytes; secrets hold at most ${maxValueBytes} bytes (64 KiB)`,
+        );
       }
       const encryptedValue = sealValue(await organizationKey(), input.value);
       return call<SecretMetadata>("PUT", base, {
@@ -140,6 +154,16 @@ export function createSecretsClient(config: SecretsClientConfig) {
         public_key_pem: publicKey.export({ type: "spki", format: "pem" }).toString(),
       });
       return openRetrieval(privateKey, answer).secrets;
+    },
+    /**
+     * The environments that hold at least one secret, sorted (SecretsService
+     * ListEnvironments, on its Connect path: it has no REST path).
+     */
+    async environments(): Promise<string[]> {
+      const answer = await call<{ environments?: string[] }>("POST", `${config.baseUrl}/svc.v1.SecretsService/ListEnvironments`, {
+        organizationId: config.organizationId,
+      });
+      return answer.environments ?? [];
     },
     async remove(name: string, environment: string): Promise<void> {
       await call<object>("DELETE", `${base}/${encodeURIComponent(name)}?${new URLSearchParams({ env: environment })}`);
@@ -178,16 +202,12 @@ function apiErrorOf(status: number, text: string): ApiError {
     const body = JSON.parse(text) as {
       code?: string;
       message?: string;
-      details?: { debug?: { violations?: { field: string; description: string }[] } }[];
+      details?: { debug?: { reason?: string; violations?: { field: string; description: string }[] } }[];
     };
     const violations = body.details?.flatMap((d) => d.debug?.violations ?? []) ?? [];
     const code = body.code ?? "unknown";
-    // Several violations read better one per line than in the one-line message.
-    const message =
-      violations.length > 1
-        ? `${code} (HTTP ${status}), ${violations.length} problems:${violations.map((v) => `\n  ${v.field}: ${v.description}`).join("")}`
-        : `${body.message ?? code} (HTTP ${status})`;
-    return new ApiError(status, code, message);
+    const reason = body.details?.find((d) => d.debug?.reason)?.debug?.reason ?? code;
+    return new ApiError(status, code, `${body.message ?? code} (HTTP ${status})`, reason, violations);
   } catch {
     return new ApiError(status, "unknown", `HTTP ${status} from Gatehouse`);
   }

@@ -10,7 +10,13 @@ const forwarded: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "
  * signal ended it (the shell convention), 127 when it cannot be found and 126
  * when it cannot be executed.
  */
-export function runWithEnvironment(command: string, args: string[], env: NodeJS.ProcessEnv): Promise<number> {
+export function runWithEnvironment(
+  command: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  /** Told why the command could not start (before the exit code is resolved). */
+  onStartFailure: (code: "command_not_found" | "command_not_executable", message: string) => void,
+): Promise<number> {
   return new Promise((resolve) => {
     const child = spawn(command, args, { stdio: "inherit", env });
     const forward = (signal: NodeJS.Signals) => {
@@ -25,7 +31,10 @@ export function runWithEnvironment(command: string, args: string[], env: NodeJS.
       // After a successful start, an error (a failed kill) does not end the child: wait for its exit.
       if (child.pid !== undefined) return;
       const notFound = error.code === "ENOENT";
-      process.stderr.write(`gatehouse: cannot run "${command}": ${notFound ? "command not found" : error.message}\n`);
+      onStartFailure(
+        notFound ? "command_not_found" : "command_not_executable",
+        `cannot run "${command}": ${notFound ? "command not found" : error.message}`,
+      );
       done(notFound ? 127 : 126);
     });
     child.once("exit", (code, signal) => {

@@ -1,10 +1,13 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 
-/** Prefixes of the credentials of CONTRACT.md "Credentials". */
+/** Prefixes of the credentials of CONTRACT.md "Credentials" and "Gateway (data plane)". */
 export const credentialPrefixes = {
   apiKey: "gk_",
   publishableKey: "pk_",
   secretKey: "sk_",
+  gatewayKey: "gw_",
+  /** Consumer keys authenticate to a gateway's api-key-auth, never to the platform API. */
+  consumerKey: "ck_",
 } as const;
 
 export type CredentialPrefix = (typeof credentialPrefixes)[keyof typeof credentialPrefixes];
@@ -24,9 +27,9 @@ export function newCredential(prefix: CredentialPrefix, random: RandomSource = s
   return prefix + newOpaqueToken(random);
 }
 
-const credentialShape = /^(gk|pk|sk)_[A-Za-z0-9_-]{43}$/;
+const credentialShape = /^(gk|pk|sk|gw)_[A-Za-z0-9_-]{43}$/;
 
-/** Whether a string has the shape of a Gatehouse key (not whether it exists). */
+/** Whether a string has the shape of a key the platform API takes (not whether it exists). */
 export function isCredentialShaped(value: string): boolean {
   return credentialShape.test(value);
 }

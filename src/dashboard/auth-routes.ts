@@ -7,6 +7,7 @@ import { mediaTypeOf, readBody } from "../server/http-body.js";
 import { peerAddressHeader, type ExtraRoute } from "../server/http-server.js";
 import { headerReader } from "../server/http-source.js";
 import { writeConnectError } from "../server/write-error.js";
+import type { Invitations } from "./invitations.js";
 import type { OperatorPasskeys } from "./operator-passkeys.js";
 import type { OperatorSessions, StartedSession } from "./operator-sessions.js";
 import { checkSameOrigin } from "./request-guard.js";
@@ -22,6 +23,7 @@ import {
 export interface DashboardAuthRoutesDeps {
   sessions: OperatorSessions;
   passkeys: OperatorPasskeys;
+  invitations: Pick<Invitations, "inspect" | "createAccount">;
   publicUrl: string;
   logError: ErrorLogger;
 }
@@ -29,8 +31,25 @@ export interface DashboardAuthRoutesDeps {
 /** Bodies of these endpoints are a few short fields (or one WebAuthn response). */
 const maxBodyBytes = 16 * 1024;
 
-type Action = "setup/inspect" | "setup" | "sign-in" | "sign-out" | "passkey/begin" | "passkey/finish";
-const actions = new Set<string>(["setup/inspect", "setup", "sign-in", "sign-out", "passkey/begin", "passkey/finish"]);
+type Action =
+  | "setup/inspect"
+  | "setup"
+  | "invitation/inspect"
+  | "invitation/create-account"
+  | "sign-in"
+  | "sign-out"
+  | "passkey/begin"
+  | "passkey/finish";
+const actions = new Set<string>([
+  "setup/inspect",
+  "setup",
+  "invitation/inspect",
+  "invitation/create-account",
+  "sign-in",
+  "sign-out",
+  "passkey/begin",
+  "passkey/finish",
+]);
 const prefix = "/dashboard/auth/";
 
 /**
@@ -39,6 +58,13 @@ const prefix = "/dashboard/auth/";
  *
  * - `POST /dashboard/auth/setup/inspect` `{token}` -> `{email, display_name}`
  * - `POST /dashboard/auth/setup` `{token, email, display_name, password}` -> `{account_id, expires_at}` + session cookie
+ *   (an organisation owner's one-time setup link from `gatehouse init` / `gatehouse orgs create`)
+ * - `POST /dashboard/auth/invitation/inspect` `{token}` ->
+ *   `{organization_name, email, display_name, role, invited_by, expires_at}` (nothing is spent)
+ * - `POST /dashboard/auth/invitation/create-account` `{token, display_name, password}` ->
+ *   `{account_id, organization_id, expires_at}` + session cookie: creates the account of the
+ *   invitation's address and accepts that invitation (an existing account signs in and
+ *   calls DashboardService.AcceptInvitation instead)
  * - `POST /dashboard/auth/sign-in` `{email, password}` -> `{account_id, expires_at}` + session cookie
  * - `POST /dashboard/auth/passkey/begin` `{email?}` -> `{options, expires_at}` (PublicKeyCredentialRequestOptionsJSON)
  *   + a challenge cookie that binds the ceremony to this browser
@@ -76,6 +102,31 @@ export function createDashboardAuthRoute(deps: DashboardAuthRoutesDeps): ExtraRo
     if (action === "setup/inspect") {
       const found = await deps.sessions.inspectSetupLink({ token: text(body, "token") });
       return answer(res, 200, { email: found.email, display_name: found.displayName });
+    }
+    if (action === "invitation/inspect") {
+      const found = await deps.invitations.inspect({ token: text(body, "token") });
+      return answer(res, 200, {
+        organization_name: found.organizationName,
+        email: found.email,
+        display_name: found.displayName,
+        role: found.role,
+        invited_by: found.invitedBy,
+        expires_at: found.expiresAt.toISOString(),
+      });
+    }
+    if (action === "invitation/create-account") {
+      const created = await deps.invitations.createAccount({
+        token: text(body, "token"),
+        displayName: text(body, "display_name"),
+        password: text(body, "password"),
+      });
+      const cookie = sessionCookie(created.token, deps.publicUrl, deps.sessions.lifetimes.maxSeconds);
+      return answer(
+        res,
+        200,
+        { account_id: created.accountId, organization_id: created.organizationId, expires_at: created.expiresAt.toISOString() },
+        [cookie],
+      );
     }
     let started: StartedSession;
     if (action === "setup") {

@@ -7,7 +7,8 @@ import { createDashboardStore } from "../storage/dashboard-store.js";
 import { createIdentityStore } from "../storage/identity-store.js";
 import { createTenancyStore } from "../storage/tenancy-store.js";
 import { createDashboardAuthRoute } from "./auth-routes.js";
-import { createMembers, type Members } from "./members.js";
+import { createInvitations, type Invitations } from "./invitations.js";
+import { createMembers, type Members, type MembersTransactionStores } from "./members.js";
 import { createOperatorPasskeys, type OperatorPasskeys } from "./operator-passkeys.js";
 import { createOperatorSessions, type OperatorSessions, type SessionLifetimes } from "./operator-sessions.js";
 import { createDashboardStaticRoute } from "./static-route.js";
@@ -18,9 +19,11 @@ export interface Dashboard {
   /** Operators' own passkeys and passkey sign-in. */
   passkeys: OperatorPasskeys;
   members: Members;
+  /** Invitations of people to organisations, accepted with their one-time token. */
+  invitations: Invitations;
   /** The auth interceptor's hook for RPCs that accept CREDENTIAL_DASHBOARD_SESSION. */
   authenticate: DashboardAuthenticator;
-  /** `/dashboard/auth/*` (sign-in by password or passkey, setup, sign-out) and the UI's pages and assets. */
+  /** `/dashboard/auth/*` (sign-in by password or passkey, setup, invitations, sign-out) and the UI's pages and assets. */
   routes: ExtraRoute[];
 }
 
@@ -40,12 +43,13 @@ export function createDashboard(
   const store = storeOf(database.client);
   const tenancyStore = createTenancyStore(database.client);
   const identityStore = createIdentityStore(database.client);
+  const hasher = options.hasher ?? createPasswordHasher();
   const sessions = createOperatorSessions({
     store,
     transaction: (fn) => database.transaction((tx) => fn(storeOf(tx))),
     findRole: (organizationId, accountId) => tenancyStore.findRole(organizationId, accountId),
     hitRateCounter: (key, windowStart) => identityStore.hitRateCounter(key, windowStart),
-    hasher: options.hasher ?? createPasswordHasher(),
+    hasher,
     clock: deps.clock,
     random: deps.random,
     publicUrl: deps.config.publicUrl,
@@ -63,9 +67,14 @@ export function createDashboard(
     publicUrl: deps.config.publicUrl,
     onRefusal: (refusal) => deps.logger.info(refusal, "operator passkey response refused"),
   });
-  const members = createMembers({
+  const membersTransaction = <T>(fn: (stores: MembersTransactionStores) => Promise<T>) =>
+    database.transaction((tx) => fn({ dashboard: storeOf(tx), tenancy: createTenancyStore(tx) }));
+  const members = createMembers({ store, transaction: membersTransaction, clock: deps.clock });
+  const invitations = createInvitations({
     store,
-    transaction: (fn) => database.transaction((tx) => fn({ dashboard: storeOf(tx), tenancy: createTenancyStore(tx) })),
+    transaction: membersTransaction,
+    sessions,
+    hasher,
     clock: deps.clock,
     random: deps.random,
     publicUrl: deps.config.publicUrl,
@@ -74,9 +83,10 @@ export function createDashboard(
     sessions,
     passkeys,
     members,
+    invitations,
     authenticate: (header, organizationId) => sessions.authenticate(header, organizationId),
     routes: [
-      createDashboardAuthRoute({ sessions, passkeys, publicUrl: deps.config.publicUrl, logError: options.logError }),
+      createDashboardAuthRoute({ sessions, passkeys, invitations, publicUrl: deps.config.publicUrl, logError: options.logError }),
       createDashboardStaticRoute(),
     ],
   };

@@ -165,7 +165,9 @@ export function createOperatorSessions(deps: OperatorSessionsDeps) {
       throw new DomainError("failed_precondition", "setup_link_expired", "this setup link has expired: ask an admin for a new one");
     }
     const account = await deps.store.findAccount(found.accountId);
-    if (account?.kind !== "person" || account.disabledAt !== null) {
+    // Setup links belong to organisation owners' placeholder accounts only (people join
+    // through invitations): a link never sets a new password on an account that has one.
+    if (account?.kind !== "person" || account.disabledAt !== null || account.passwordHash !== null) {
       throw new DomainError("not_found", "setup_link_not_found", "this setup link's account no longer exists");
     }
     return { found, account };

@@ -106,6 +106,7 @@ export function pageOf<T, C>(
 export const cursors = {
   apiKeys: timeAndIdCursor("api_keys"),
   members: stringCursor("members"),
+  invitations: stringCursor("invitations"),
   identities: stringCursor("identities"),
   identitySessions: timeAndIdCursor("identity_sessions"),
   secrets: stringCursor("secrets"),

@@ -7,6 +7,7 @@ import { createConfigManager } from "../domain/config/config-manager.js";
 import { DomainError } from "../domain/errors.js";
 import { principalKey } from "../interceptors/auth.js";
 import { createConfigStore, type RevisionSummaryRecord } from "../storage/config-store.js";
+import { createGatewayStore } from "../storage/gateway-store.js";
 
 /** Change-feed topic of configuration revisions; payload "<organization id> <revision>". */
 const configTopic = "config";
@@ -20,7 +21,11 @@ export function createConfigService(deps: AppDeps): Partial<ServiceImpl<typeof C
     maxDocumentBytes: deps.config.limits.configBody,
     transaction: (fn) =>
       feed.transaction((tx, notify) =>
-        fn(createConfigStore(tx, database.provider), (organizationId, revision) => notify(configTopic, `${organizationId} ${revision}`)),
+        fn(
+          createConfigStore(tx, database.provider),
+          (organizationId, revision) => notify(configTopic, `${organizationId} ${revision}`),
+          async (organizationId, secrets) => new Set((await createGatewayStore(tx).secretVersions(organizationId, secrets)).keys()),
+        ),
       ),
     // SQLite: statements outside a transaction share the connection of an open
     // one and would see its uncommitted writes, so reads take a transaction too.
@@ -57,6 +62,7 @@ export function createConfigService(deps: AppDeps): Partial<ServiceImpl<typeof C
         expectedRevision: req.expectedRevision,
         ifMatch: req.ifMatch === "" ? undefined : parseIfMatch(req.ifMatch),
         actor: actorOf(ctx),
+        role: roleOf(ctx),
       });
     },
 
@@ -80,6 +86,7 @@ export function createConfigService(deps: AppDeps): Partial<ServiceImpl<typeof C
         revision: req.revision,
         expectedRevision: req.expectedRevision,
         actor: actorOf(ctx),
+        role: roleOf(ctx),
       });
       return { result };
     },
@@ -110,6 +117,12 @@ function organizationOf(ctx: HandlerContext): string {
   const principal = ctx.values.get(principalKey);
   if (principal.kind === "anonymous") throw new DomainError("unauthenticated", "credential_missing", "this operation needs a credential");
   return principal.organizationId;
+}
+
+/** The caller's role in the organisation (API keys and dashboard sessions have one). */
+function roleOf(ctx: HandlerContext): "admin" | "member" | undefined {
+  const principal = ctx.values.get(principalKey);
+  return principal.kind === "api_key" || principal.kind === "dashboard" ? principal.role : undefined;
 }
 
 function actorOf(ctx: HandlerContext): string {

@@ -27,11 +27,12 @@ import { renderConfigDocument } from "../domain/config/render-config-document.js
 import { DomainError, invalidArgument, unimplemented, type Violation } from "../domain/errors.js";
 import { normalizeIdentifier, readUuid } from "../domain/identity/identifiers.js";
 import { readCredentialId } from "../domain/passkeys/passkey-rules.js";
-import { effectiveSettings, parseSettingsAssignments } from "../domain/identity/settings.js";
+import { checkIdentitySettings, effectiveSettings, parseSettingsAssignments } from "../domain/identity/settings.js";
+import type { SigningKeyView } from "../domain/identity/sessions.js";
 import { checkEnvironment } from "../domain/secrets/secret-rules.js";
 import type { Tenancy } from "../domain/tenancy/tenancy.js";
 import { principalKey } from "../interceptors/auth.js";
-import { createDashboardStore, type MemberRecord } from "../storage/dashboard-store.js";
+import { createDashboardStore, type InvitationRecord, type MemberRecord } from "../storage/dashboard-store.js";
 import { createIdentityStore, type IdentitySettingsRecord } from "../storage/identity-store.js";
 import { createPasskeyStore } from "../storage/passkey-store.js";
 import { createTenancyStore, type OrganizationKeyKind, type Role } from "../storage/tenancy-store.js";
@@ -82,6 +83,16 @@ function toOperatorPasskey(passkey: OperatorPasskeyRecord) {
   };
 }
 
+/** A session signing key as the dashboard shows it (SessionSigningKeyInfo). */
+function toSigningKeyInfo(key: SigningKeyView) {
+  return {
+    kid: key.kid,
+    createdAt: ts(key.createdAt),
+    retiredAt: tsOrUndefined(key.retiredAt),
+    publishedUntil: tsOrUndefined(key.publishedUntil),
+  };
+}
+
 /** WebAuthn options of @simplewebauthn/server as a google.protobuf.Struct (JSON without undefined members). */
 function asStruct(options: object): JsonObject {
   return JSON.parse(JSON.stringify(options)) as JsonObject;
@@ -95,6 +106,18 @@ function toMember(member: MemberRecord) {
     role: roleEnum(member.role),
     status: member.pending ? MemberStatus.PENDING : MemberStatus.ACTIVE,
     createdAt: ts(member.createdAt),
+  };
+}
+
+function toInvitation(invitation: InvitationRecord) {
+  return {
+    invitationId: invitation.id,
+    email: invitation.email,
+    displayName: invitation.displayName,
+    role: roleEnum(invitation.role),
+    createdAt: ts(invitation.createdAt),
+    expiresAt: ts(invitation.expiresAt),
+    invitedBy: invitation.invitedBy,
   };
 }
 
@@ -324,6 +347,19 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
       return { keyInfo: current ?? { kind: keyKindEnum(kind), prefix: displayPrefix(key), createdAt: ts(clock()) }, key };
     },
 
+    // ------------------------------------------------------------ session signing keys
+
+    async listSessionSigningKeys(_req, ctx) {
+      const keys = await identityFor(deps).sessions.signingKeysOf(operatorOf(ctx).organizationId);
+      return { keys: keys.map(toSigningKeyInfo) };
+    },
+
+    async rotateSessionSigningKey(_req, ctx) {
+      // The tenancy operation the CLI runs too; the role and the organisation were checked by the interceptor.
+      const rotated = await tenancy.rotateSessionSigningKey(operatorOf(ctx).organizationId);
+      return { key: toSigningKeyInfo(rotated.key), retired: rotated.retired.map(toSigningKeyInfo) };
+    },
+
     // ------------------------------------------------------------ identity settings
 
     async getIdentitySettings(_req, ctx) {
@@ -348,6 +384,7 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
           violations.push(...error.violations);
         }
         if (violations.length > 0 || !parsed) throw invalidArgument(violations);
+        checkIdentitySettings(parsed, deps.config.publicUrl);
         return parsed;
       });
       const saved = await identityStore.saveSettings(organizationId, patch, clock());
@@ -540,25 +577,40 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
       return { members: items.map(toMember), nextPageToken };
     },
 
-    async inviteMember(req, ctx) {
+    async listInvitations(req, ctx) {
       const { organizationId } = operatorOf(ctx);
-      const invited = await dashboard.members.invite(organizationId, {
+      const page = readPage(req, cursors.invitations);
+      const rows = await dashboard.invitations.list(organizationId, page);
+      const { items, nextPageToken } = pageOf(rows, page, cursors.invitations, (invitation) => invitation.email);
+      return { invitations: items.map(toInvitation), nextPageToken };
+    },
+
+    async inviteMember(req, ctx) {
+      const { organizationId, accountId } = operatorOf(ctx);
+      const issued = await dashboard.invitations.invite(organizationId, accountId, {
         email: req.email,
         displayName: req.displayName,
         role: roleOf(req.role),
       });
-      return {
-        member: toMember(invited.member),
-        setupUrl: invited.setupLink?.setupUrl ?? "",
-        setupUrlExpiresAt: invited.setupLink ? ts(invited.setupLink.expiresAt) : undefined,
-      };
+      return { invitation: toInvitation(issued.invitation), invitationUrl: issued.url };
     },
 
-    async reissueSetupLink(req, ctx) {
+    async reissueInvitation(req, ctx) {
+      const { organizationId, accountId } = operatorOf(ctx);
+      const issued = await dashboard.invitations.reissue(organizationId, readId(req.invitationId, "invitation_id"), accountId);
+      return { invitation: toInvitation(issued.invitation), invitationUrl: issued.url };
+    },
+
+    async revokeInvitation(req, ctx) {
       const { organizationId } = operatorOf(ctx);
-      const accountId = readAccountId(req.accountId);
-      const link = await dashboard.members.reissueSetupLink(organizationId, accountId);
-      return { setupUrl: link.setupUrl, setupUrlExpiresAt: ts(link.expiresAt) };
+      await dashboard.invitations.revoke(organizationId, readId(req.invitationId, "invitation_id"));
+      return {};
+    },
+
+    async acceptInvitation(req, ctx) {
+      const joined = await dashboard.invitations.accept(operatorOf(ctx).accountId, { token: req.token });
+      await deps.credentialsChanged();
+      return { organization: { organizationId: joined.organizationId, name: joined.name, role: roleEnum(joined.role) } };
     },
 
     async changeMemberRole(req, ctx) {
@@ -578,8 +630,12 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
 }
 
 function readAccountId(raw: string): string {
+  return readId(raw, "account_id");
+}
+
+function readId(raw: string, field: string): string {
   const violations: Violation[] = [];
-  const id = readUuid(raw, "account_id", violations);
+  const id = readUuid(raw, field, violations);
   if (violations.length > 0) throw invalidArgument(violations);
   return id;
 }

@@ -3,14 +3,49 @@ import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { IdentityService } from "../../gen/svc/v1/identity_pb.js";
 import type { AppDeps } from "../app-deps.js";
 import { DomainError, invalidArgument } from "../domain/errors.js";
+import { gatewayChangePayload, gatewayTopic } from "../domain/gateway/gateway-changes.js";
 import { createIdentity, type Caller, type Identity, type SignedIn } from "../domain/identity/identity.js";
 import { createSessionIssuer, type SessionIssuer } from "../domain/identity/sessions.js";
 import { principalKey } from "../interceptors/auth.js";
 import { peerAddressHeader, type ExtraRoute } from "../server/http-server.js";
-import { createIdentityStore } from "../storage/identity-store.js";
+import type { Notify } from "../storage/change-feed.js";
+import { createIdentityStore, type IdentityStore } from "../storage/identity-store.js";
 import { createPasskeyRpcs } from "./passkey-rpcs.js";
 
-type IdentityDeps = Pick<AppDeps, "config" | "database" | "clock" | "random" | "keyring" | "logger" | "passwordHasher">;
+type IdentityDeps = Pick<
+  AppDeps,
+  "config" | "database" | "clock" | "random" | "keyring" | "logger" | "passwordHasher" | "changeFeed" | "onClose"
+>;
+
+/** Change-feed topic of session signing keys; payload: the organisation whose key changed. */
+const signingKeysTopic = "session_signing_keys";
+
+/**
+ * The identity store, announcing to gateways' streams what they hold: revoked
+ * sessions (of one organisation) and signing keys (of the platform). `notify`
+ * is the transaction's (the notice goes out at commit); without one, the write
+ * has committed and the notice goes out at once.
+ */
+function announcing(store: IdentityStore, feed: AppDeps["changeFeed"], notify?: Notify): IdentityStore {
+  const announce = async (organizationId: string, kind: "sessions" | "signing_keys") => {
+    const payload = gatewayChangePayload(organizationId, kind);
+    if (notify) notify(gatewayTopic, payload);
+    else await feed.transaction(async (_tx, send) => send(gatewayTopic, payload));
+  };
+  return {
+    ...store,
+    async revokeSession(organizationId, id, at) {
+      const revoked = await store.revokeSession(organizationId, id, at);
+      if (revoked) await announce(organizationId, "sessions");
+      return revoked;
+    },
+    async revokeSessionsOf(organizationId, identityId, except, at) {
+      const count = await store.revokeSessionsOf(organizationId, identityId, except, at);
+      if (count > 0) await announce(organizationId, "sessions");
+      return count;
+    },
+  };
+}
 
 const built = new WeakMap<IdentityDeps, Identity>();
 
@@ -22,12 +57,31 @@ const built = new WeakMap<IdentityDeps, Identity>();
 export function identityFor(deps: IdentityDeps): Identity {
   let identity = built.get(deps);
   if (!identity) {
-    const store = createIdentityStore(deps.database.client, deps.database.sql);
+    const feed = deps.changeFeed;
+    const store = announcing(createIdentityStore(deps.database.client, deps.database.sql), feed);
     const onError = (error: unknown) => deps.logger.warn({ err: error }, "identity housekeeping failed");
-    const sessions = createSessionIssuer({ store, keyring: deps.keyring, clock: deps.clock, issuer: deps.config.publicUrl, onError });
+    const sessions = createSessionIssuer({
+      store,
+      transaction: (fn) =>
+        deps.changeFeed.transaction((tx, notify) =>
+          fn(createIdentityStore(tx), (organizationId) => {
+            notify(signingKeysTopic, organizationId);
+            // Gateways follow the JWKS through their stream.
+            notify(gatewayTopic, gatewayChangePayload(organizationId, "signing_keys"));
+          }),
+        ),
+      keyring: deps.keyring,
+      clock: deps.clock,
+      issuer: deps.config.publicUrl,
+    });
+    // A rotation on another instance (or by the CLI on PostgreSQL): sign with the new key from the next sign-in.
+    const rotations = deps.changeFeed.subscribe(signingKeysTopic, (event) =>
+      sessions.keyChanged(event.kind === "gap" ? undefined : event.payload),
+    );
+    deps.onClose(() => rotations.close());
     identity = createIdentity({
       store,
-      transaction: (fn) => deps.database.transaction((tx) => fn(createIdentityStore(tx))),
+      transaction: (fn) => feed.transaction((tx, notify) => fn(announcing(createIdentityStore(tx), feed, notify))),
       sessions,
       hasher: deps.passwordHasher,
       clock: deps.clock,
@@ -67,7 +121,8 @@ export function createJwksRoute(deps: IdentityDeps): ExtraRoute {
 /** The caller of a client-side or backend identity RPC, as the auth interceptor established it. */
 function callerOf(ctx: HandlerContext): Caller {
   const principal = ctx.values.get(principalKey);
-  if (principal.kind !== "publishable_key" && principal.kind !== "secret_key") {
+  // A gateway key reaches only ValidateSession (its auth rule), as a backend of its organisation.
+  if (principal.kind !== "publishable_key" && principal.kind !== "secret_key" && principal.kind !== "gateway_key") {
     throw new DomainError("permission_denied", "wrong_credential_kind", "identity operations need a publishable or secret key");
   }
   return {

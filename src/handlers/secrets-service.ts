@@ -7,8 +7,14 @@ import { createClientKeyParser } from "../domain/secrets/client-key.js";
 import { createRsaDecryptionPool, type RsaDecryptionPoolOptions } from "../domain/secrets/rsa-decryption-pool.js";
 import { createSecretKeyrings } from "../domain/secrets/secret-keyrings.js";
 import { createSecrets, type SecretsCaller, type SecretView } from "../domain/secrets/secrets.js";
+import { pluginsReferencing, secretInUse } from "../domain/config/secret-references.js";
+import { checkGatewayRetrieve } from "../domain/gateway/gateway-secret-scope.js";
 import { principalKey } from "../interceptors/auth.js";
-import { createSecretsStore, createSecretsTransactor } from "../storage/secrets-store.js";
+import type { Notify } from "../storage/change-feed.js";
+import { createConfigStore } from "../storage/config-store.js";
+import type { Tx } from "../storage/database.js";
+import { createGatewayStore } from "../storage/gateway-store.js";
+import { createSecretsStore, createSecretsTransactor, type SecretsStore } from "../storage/secrets-store.js";
 
 export interface SecretsServiceOptions {
   /** RSA decryption worker threads (0: on the event loop); one per core beyond the first by default. */
@@ -27,11 +33,40 @@ export function createSecretsService(
   const decryptor = createRsaDecryptionPool(options.rsaPool);
   deps.onClose(() => decryptor.close());
   const feed = deps.changeFeed;
-  const transact = createSecretsTransactor((fn) => feed.transaction(fn));
+  // The transaction's own notify carries its Prisma transaction to the store
+  // below, so that a delete checks the configuration in the same transaction.
+  const transactions = new WeakMap<Notify, Tx>();
+  const transact = createSecretsTransactor((fn) =>
+    feed.transaction((tx, notify) => {
+      const carrying: Notify = (topic, payload) => notify(topic, payload);
+      transactions.set(carrying, tx);
+      return fn(tx, carrying);
+    }),
+  );
+  /**
+   * A secret the current configuration references cannot be deleted (409,
+   * naming the plugins). The check takes the organisation's configuration lock,
+   * which an import holds while it checks that the secrets it references exist,
+   * so the two cannot interleave.
+   */
+  const refusingReferencedDeletes = (store: SecretsStore, tx: Tx | undefined): SecretsStore => ({
+    ...store,
+    async deleteSecret(organizationId, environment, name) {
+      if (!tx) throw new Error("a secrets transaction lost its database transaction");
+      await createConfigStore(tx, deps.database.provider).lockConfiguration(organizationId);
+      const plugins = pluginsReferencing(await createGatewayStore(tx).listPlugins(organizationId), { environment, name });
+      if (plugins.length > 0) throw secretInUse({ environment, name }, plugins);
+      return store.deleteSecret(organizationId, environment, name);
+    },
+  });
   const secrets = createSecrets({
     store,
     transaction: (fn) =>
-      transact((tx, notify) => fn(tx, (organizationId, environment) => notify(secretsTopic, `${organizationId} ${environment}`))),
+      transact((tx, notify) =>
+        fn(refusingReferencedDeletes(tx, transactions.get(notify)), (organizationId, environment) =>
+          notify(secretsTopic, `${organizationId} ${environment}`),
+        ),
+      ),
     // PostgreSQL: NOTIFY from every instance; SQLite: in-process, before the write answers.
     announcements: (listener) =>
       feed.subscribe(secretsTopic, (event) => listener(event.kind === "gap" ? undefined : parseChange(event.payload))),
@@ -71,8 +106,15 @@ export function createSecretsService(
       const listed = await secrets.listSecrets(callerOf(context), { environment: request.environment, tags: request.tags });
       return { secrets: listed.map(toSecret) };
     },
+    async listEnvironments(_request, context) {
+      return { environments: await secrets.listEnvironments(callerOf(context)) };
+    },
     async retrieveSecrets(request, context) {
-      return secrets.retrieveSecrets(callerOf(context), {
+      const principal = context.values.get(principalKey);
+      if (principal.kind === "gateway_key") {
+        checkGatewayRetrieve(await createGatewayStore(deps.database.client).listPlugins(principal.organizationId), request);
+      }
+      return secrets.retrieveSecrets(callerOf(context, { gateway: true }), {
         environment: request.environment,
         names: request.names,
         tags: request.tags,
@@ -112,8 +154,9 @@ function parseChange(payload: string): { organizationId: string; environment: st
 }
 
 /** The organisation and audit name of the caller; the auth interceptor has already required an admin API key. */
-function callerOf(context: HandlerContext): SecretsCaller {
+function callerOf(context: HandlerContext, accept: { gateway?: boolean } = {}): SecretsCaller {
   const principal = context.values.get(principalKey);
+  if (principal.kind === "gateway_key" && accept.gateway) return { organizationId: principal.organizationId, actor: principal.actor };
   if (principal.kind !== "api_key" && principal.kind !== "dashboard") {
     throw new DomainError("permission_denied", "wrong_credential_kind", "the secrets API needs an admin API key");
   }

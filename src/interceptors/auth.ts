@@ -4,6 +4,7 @@ import { auth, AuthRuleSchema, Credential, Role as RoleEnum, type AuthRule } fro
 import type { Clock } from "../domain/clock.js";
 import { DomainError } from "../domain/errors.js";
 import { constantTimeEqual, hashToken, isCredentialShaped } from "../crypto/tokens.js";
+import type { GatewayStore } from "../storage/gateway-store.js";
 import type { Role, TenancyStore } from "../storage/tenancy-store.js";
 import type { CredentialCache } from "./credential-cache.js";
 
@@ -21,6 +22,8 @@ export type Principal =
       role: Role;
     }
   | { kind: "publishable_key" | "secret_key"; organizationId: string; keyId: string; actor: string }
+  /** A data-plane gateway: the organisation of its key, always (another organisation named is 404). */
+  | { kind: "gateway_key"; organizationId: string; keyId: string; actor: string }
   | { kind: "dashboard"; accountId: string; sessionId: string; actor: string; organizationId: string; role: Role };
 
 /** The one thing authentication reads from a request's headers. */
@@ -36,6 +39,8 @@ export type DashboardAuthenticator = (
 
 export interface AuthenticatorDeps {
   store: Pick<TenancyStore, "findApiKeyPrincipal" | "findOrganizationKeyByHash" | "touchApiKey" | "touchOrganizationKey">;
+  /** Gateway keys (gw_); without it, every gateway key is unknown. */
+  gatewayKeys?: Pick<GatewayStore, "findGatewayKeyByHash" | "touchGatewayKey">;
   clock: Clock;
   dashboard?: DashboardAuthenticator;
   /** Keeps what authentication read about a credential briefly; without it every request reads the database. */
@@ -75,6 +80,7 @@ const credentialNames: Record<Credential, string> = {
   [Credential.PUBLISHABLE_KEY]: "a publishable key (pk_...)",
   [Credential.SECRET_KEY]: "a secret key (sk_...)",
   [Credential.DASHBOARD_SESSION]: "a dashboard session",
+  [Credential.GATEWAY_KEY]: "a gateway key (gw_...)",
 };
 
 function unauthenticated(reason: string, message: string): DomainError {
@@ -121,7 +127,7 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     if (!credential || !isCredentialShaped(credential)) {
       throw unauthenticated(
         "credential_malformed",
-        'malformed credential: expected "Authorization: Bearer <key>" where the key is gk_, pk_ or sk_ followed by 43 base64url characters',
+        'malformed credential: expected "Authorization: Bearer <key>" where the key is gk_, pk_, sk_ or gw_ followed by 43 base64url characters',
       );
     }
     const hash = hashToken(credential);
@@ -150,6 +156,24 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
         organizationId,
         role: key.role,
       };
+    }
+
+    if (kind === "gw") {
+      // A gateway key names its organisation; a request naming another one is 404, like an API key's non-membership.
+      const gatewayKeys = deps.gatewayKeys;
+      const key = gatewayKeys
+        ? await cached(
+            hash,
+            () => gatewayKeys.findGatewayKeyByHash(hash),
+            (k) => !k.revokedAt,
+          )
+        : null;
+      if (!gatewayKeys || !key || !constantTimeEqual(key.hash, hash)) throw unauthenticated("credential_unknown", "unknown gateway key");
+      if (key.revokedAt) throw unauthenticated("credential_revoked", "this gateway key has been revoked");
+      if (!rule.credentials.includes(Credential.GATEWAY_KEY)) throw wrongKind(rule, "a gateway key");
+      if (organizationId && organizationId !== key.organizationId) throw organizationNotFound(organizationId);
+      touch(key, now, () => gatewayKeys.touchGatewayKey(key.id, now));
+      return { kind: "gateway_key", organizationId: key.organizationId, keyId: key.id, actor: `gateway key ${key.name} (${key.prefix}…)` };
     }
 
     const key = await cached(

@@ -9,7 +9,10 @@ import { exactInteger, numberLiteral, parseExactJson, type ExactJson } from "./e
 import { plantApiDocument, plantApiDocumentJson } from "./openapi.js";
 import { createRequestValidator } from "./request-validator.js";
 
-export type PlantApiDeps = Pick<AppDeps, "config" | "database" | "clock" | "random" | "keyring" | "logger" | "passwordHasher">;
+export type PlantApiDeps = Pick<
+  AppDeps,
+  "config" | "database" | "clock" | "random" | "keyring" | "logger" | "passwordHasher" | "changeFeed" | "onClose"
+>;
 
 /** Largest accepted request body: a NewPlant is a few hundred bytes; 413 beyond. */
 export const maxPlantBodyBytes = 64 * 1024;

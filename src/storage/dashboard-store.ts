@@ -40,6 +40,21 @@ export interface MemberRecord {
   createdAt: Date;
 }
 
+/** A pending invitation of an organisation (the token's hash is never read back). */
+export interface InvitationRecord {
+  id: string;
+  organizationId: string;
+  email: string;
+  displayName: string;
+  role: Role;
+  /** The account of the admin who made the current link (invited or re-issued); null for invitations made by a migration. */
+  invitedById: string | null;
+  /** "Name <e-mail>" of that admin; empty when unknown. */
+  invitedBy: string;
+  createdAt: Date;
+  expiresAt: Date;
+}
+
 export interface IdentityKeyRecord {
   kind: OrganizationKeyKind;
   prefix: string;
@@ -118,7 +133,7 @@ export interface IdentitySessionSummaryRecord {
 
 /**
  * What the dashboard reads and writes beyond the other areas' stores: operator
- * accounts, their setup links and dashboard sessions, members, and a few
+ * accounts, their setup links and dashboard sessions, members, invitations, and a few
  * listings (identities, identity sessions, secret environments). Every tenant
  * query filters on organizationId.
  */
@@ -129,8 +144,14 @@ export interface DashboardStore {
   setUpAccount(accountId: string, change: { email: string; displayName: string; passwordHash: string }): Promise<void>;
   setPasswordHash(accountId: string, passwordHash: string): Promise<void>;
   disableAccount(accountId: string, at: Date): Promise<void>;
-  /** Enables an account again without its old password and passkeys: it must be set up through a new link. */
-  reopenAccount(accountId: string): Promise<void>;
+  /** Creates a person's account, set up; already_exists (email_taken) when an account has the e-mail. */
+  createPersonAccount(account: { id: string; email: string; displayName: string; passwordHash: string }): Promise<void>;
+  /**
+   * Enables a disabled account again with a new name and password and without
+   * its old passkeys, with ONE conditional update (still disabled): of
+   * concurrent calls exactly one sees true.
+   */
+  reopenAccount(accountId: string, change: { displayName: string; passwordHash: string }): Promise<boolean>;
   /**
    * Takes the account's row lock for the rest of the transaction (a no-op
    * write), so that concurrent additions of passkeys run one after the other.
@@ -193,6 +214,34 @@ export interface DashboardStore {
   setRole(organizationId: string, accountId: string, role: Role): Promise<void>;
   removeMembership(organizationId: string, accountId: string): Promise<void>;
   countMembershipsOf(accountId: string): Promise<number>;
+  /** Whether the person with this e-mail address is a member of the organisation (one query, whether or not an account has the address). */
+  isMemberByEmail(organizationId: string, email: string): Promise<boolean>;
+
+  /** already_exists (invitation_exists) when the organisation has an invitation for the e-mail. */
+  createInvitation(invitation: Omit<InvitationRecord, "invitedBy"> & { tokenHash: string }): Promise<void>;
+  /** The organisation's pending invitations by e-mail (unique per organisation), after the e-mail of `page.after`. */
+  listInvitations(organizationId: string, page: KeysetPage<string>): Promise<InvitationRecord[]>;
+  findInvitation(organizationId: string, id: string): Promise<InvitationRecord | null>;
+  /** The invitation of a token's hash, with its organisation's name. */
+  findInvitationByToken(tokenHash: string): Promise<(InvitationRecord & { organizationName: string }) | null>;
+  /**
+   * Gives an invitation of the organisation a new token and expiry, made by
+   * `invitedById` (who now holds its link); false when it has no such invitation.
+   */
+  replaceInvitationToken(
+    organizationId: string,
+    id: string,
+    token: { tokenHash: string; expiresAt: Date; invitedById: string },
+  ): Promise<boolean>;
+  /** Deletes an invitation of the organisation; false when it has no such invitation. */
+  deleteInvitation(organizationId: string, id: string): Promise<boolean>;
+  /** Deletes the organisation's invitations whose current link the account made; answers how many. */
+  deleteInvitationsBy(organizationId: string, invitedById: string): Promise<number>;
+  /**
+   * Spends an invitation with ONE conditional delete (this id, still this
+   * token, unexpired at `at`): of concurrent calls, on any instance, exactly one sees true.
+   */
+  spendInvitation(id: string, tokenHash: string, at: Date): Promise<boolean>;
 
   /**
    * The organisation's API keys (keys of accounts that are members), oldest
@@ -248,6 +297,19 @@ function toMember(row: {
   };
 }
 
+const invitationSelect = {
+  id: true,
+  organizationId: true,
+  email: true,
+  displayName: true,
+  role: true,
+  invitedById: true,
+  createdAt: true,
+  expiresAt: true,
+} as const;
+
+type InvitationRow = Omit<InvitationRecord, "role" | "invitedBy"> & { role: string };
+
 const memberSelect = {
   role: true,
   createdAt: true,
@@ -293,6 +355,22 @@ function likeLiteral(text: string): string {
 export function createDashboardStore(db: Db | Tx, provider?: Database["provider"]): DashboardStore {
   /** Byte order on both databases: SQLite compares text as bytes; PostgreSQL needs the "C" collation. */
   const byteOrder = provider === "postgresql" ? sql`COLLATE "C"` : empty;
+
+  /** Invitations with their inviting admins' names (one more query for the page, not one per row). */
+  async function withInviters(rows: InvitationRow[]): Promise<InvitationRecord[]> {
+    const ids = [...new Set(rows.flatMap((row) => (row.invitedById === null ? [] : [row.invitedById])))];
+    const inviters =
+      ids.length === 0
+        ? []
+        : await db.account.findMany({ where: { id: { in: ids } }, select: { id: true, email: true, displayName: true } });
+    const names = new Map(inviters.map((a) => [a.id, `${a.displayName} <${a.email}>`]));
+    return rows.map((row) => ({
+      ...row,
+      role: row.role as Role,
+      invitedBy: row.invitedById === null ? "" : (names.get(row.invitedById) ?? ""),
+    }));
+  }
+
   return {
     async findAccount(id) {
       const row = await db.account.findUnique({ where: { id }, select: accountSelect });
@@ -315,9 +393,21 @@ export function createDashboardStore(db: Db | Tx, provider?: Database["provider"
     async disableAccount(accountId, at) {
       await db.account.updateMany({ where: { id: accountId, disabledAt: null }, data: { disabledAt: at } });
     },
-    async reopenAccount(accountId) {
-      await db.account.update({ where: { id: accountId }, data: { disabledAt: null, passwordHash: null } });
+    async createPersonAccount(account) {
+      await uniquely(
+        () => db.account.create({ data: { ...account, kind: "person" } }),
+        "email_taken",
+        "another account already uses this e-mail address",
+      );
+    },
+    async reopenAccount(accountId, change) {
+      const { count } = await db.account.updateMany({
+        where: { id: accountId, disabledAt: { not: null } },
+        data: { ...change, disabledAt: null },
+      });
+      if (count !== 1) return false;
       await db.operatorPasskey.deleteMany({ where: { accountId } });
+      return true;
     },
     async lockAccount(accountId) {
       const count = await db.$executeRaw`UPDATE "Account" SET "email" = "email" WHERE "id" = ${accountId}`;
@@ -459,6 +549,54 @@ export function createDashboardStore(db: Db | Tx, provider?: Database["provider"
       await db.membership.deleteMany({ where: { organizationId, accountId } });
     },
     countMembershipsOf: (accountId) => db.membership.count({ where: { accountId } }),
+    async isMemberByEmail(organizationId, email) {
+      return (await db.membership.count({ where: { organizationId, account: { email } } })) > 0;
+    },
+
+    async createInvitation(invitation) {
+      await uniquely(
+        () => db.invitation.create({ data: invitation }),
+        "invitation_exists",
+        "this organisation already has an invitation for this e-mail address",
+      );
+    },
+    async listInvitations(organizationId, page) {
+      const rows = await db.invitation.findMany({
+        where: { organizationId, ...(page.after === null ? {} : { email: { gt: page.after } }) },
+        select: invitationSelect,
+        orderBy: [{ email: "asc" }],
+        take: page.take,
+      });
+      return withInviters(rows);
+    },
+    async findInvitation(organizationId, id) {
+      const row = await db.invitation.findFirst({ where: { id, organizationId }, select: invitationSelect });
+      return row ? ((await withInviters([row]))[0] ?? null) : null;
+    },
+    async findInvitationByToken(tokenHash) {
+      const row = await db.invitation.findUnique({ where: { tokenHash }, select: invitationSelect });
+      if (!row) return null;
+      const [invitation] = await withInviters([row]);
+      const organization = await db.organization.findUnique({ where: { id: row.organizationId }, select: { name: true } });
+      return invitation && organization ? { ...invitation, organizationName: organization.name } : null;
+    },
+    async replaceInvitationToken(organizationId, id, token) {
+      const { count } = await db.invitation.updateMany({ where: { id, organizationId }, data: token });
+      return count === 1;
+    },
+    async deleteInvitation(organizationId, id) {
+      const { count } = await db.invitation.deleteMany({ where: { id, organizationId } });
+      return count === 1;
+    },
+    async deleteInvitationsBy(organizationId, invitedById) {
+      const { count } = await db.invitation.deleteMany({ where: { organizationId, invitedById } });
+      return count;
+    },
+    async spendInvitation(id, tokenHash, at) {
+      // The one conditional delete that makes an invitation single-use.
+      const { count } = await db.invitation.deleteMany({ where: { id, tokenHash, expiresAt: { gt: at } } });
+      return count === 1;
+    },
 
     async listApiKeys(organizationId, filter, page) {
       const after = page.after;

@@ -1,13 +1,12 @@
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { setFlagsFromString } from "node:v8";
-import type { SqlDriverAdapter } from "@prisma/driver-adapter-utils";
+import type { SqlDriverAdapter, SqlDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { DatabaseConfig } from "../config.js";
 import type { PrismaClient } from "./generated/sqlite/client.js";
 import { applyMigrations } from "./migrate.js";
-import { isolateTransactions } from "./sqlite-transactions.js";
+import { createSqliteAdapterFactory } from "./sqlite-adapter.js";
 import { createSql, type Sql } from "./sql.js";
-import { cacheStatements, connectionOf } from "./statement-cache.js";
 
 /**
  * The Prisma client. Both providers' clients are generated from one logical
@@ -28,7 +27,7 @@ export interface Database {
    * PostgreSQL it runs at READ COMMITTED; code that needs a serial order takes a
    * row lock first (see lockOrganization in the stores). Inside fn, query
    * through tx only: on SQLite a query through the outer client waits until
-   * the transaction has ended (sqlite-transactions.ts).
+   * the transaction has ended (sqlite-adapter.ts).
    */
   transaction<T>(fn: (tx: Tx) => Promise<T>, options?: { timeoutMs?: number }): Promise<T>;
   /** Throws when the database cannot be reached. */
@@ -67,6 +66,9 @@ async function createClient(config: DatabaseConfig): Promise<{ client: Db; adapt
     if (!connected) throw new Error("the database client has not connected yet");
     return connected;
   };
+  const keep = (opened: SqlDriverAdapter) => {
+    connected = opened;
+  };
   // Prisma's query compiler is a 3 MB WebAssembly module. V8 compiles it with
   // its baseline compiler, then recompiles hot functions with the optimising
   // one, whose working memory stays in the allocator's thread arenas: 60 to 80
@@ -76,56 +78,34 @@ async function createClient(config: DatabaseConfig): Promise<{ client: Db; adapt
   setFlagsFromString("--liftoff-only");
   if (config.provider === "sqlite") {
     mkdirSync(dirname(config.file), { recursive: true });
-    const [{ PrismaClient: SqliteClient }, { PrismaBetterSqlite3 }] = await Promise.all([
-      import("./generated/sqlite/client.js"),
-      import("@prisma/adapter-better-sqlite3"),
-    ]);
-    const factory = new PrismaBetterSqlite3({ url: `file:${config.file}`, timeout: 10_000 });
-    // Each connection keeps its prepared statements (statement-cache.ts), and
-    // queries outside a transaction stay out of it, reads going to a second
-    // connection from the same factory (sqlite-transactions.ts).
-    const sqliteFactory = onConnect(factory, async (opened) => {
-      const reader = await factory.connect();
-      cachePrepared(reader);
-      isolateTransactions(opened, cachePrepared(opened), reader);
-      connected = opened;
-    });
-    return { client: new SqliteClient({ adapter: sqliteFactory }) as Db, adapter };
+    const { PrismaClient: SqliteClient } = await import("./generated/sqlite/client.js");
+    // Our own adapter (sqlite-adapter.ts): queries outside a transaction stay out of it, and each connection keeps its prepared statements.
+    const factory = createSqliteAdapterFactory({ file: config.file, busyTimeoutMs: 10_000 });
+    return { client: new SqliteClient({ adapter: onConnect(factory, keep) }), adapter };
   }
   const [{ PrismaClient: PgClient }, { PrismaPg }] = await Promise.all([
     import("./generated/postgresql/client.js"),
     import("@prisma/adapter-pg"),
   ]);
   const factory = new PrismaPg({ connectionString: config.url, max: 10 });
-  const pgFactory = onConnect(factory, (opened) => {
-    connected = opened;
-  });
-  return { client: new PgClient({ adapter: pgFactory }) as unknown as Db, adapter };
-}
-
-/** The better-sqlite3 connection of a connected adapter, set to keep its prepared statements. */
-function cachePrepared(adapter: SqlDriverAdapter): NonNullable<ReturnType<typeof connectionOf>> {
-  const connection = connectionOf(adapter);
-  if (!connection) throw new Error("the SQLite adapter no longer keeps its connection where this version expects (see statement-cache.ts)");
-  cacheStatements(connection);
-  return connection;
+  // The two generated clients have the same model API (one logical schema) but are distinct types.
+  return { client: new PgClient({ adapter: onConnect(factory, keep) }) as Db, adapter };
 }
 
 /**
- * The same adapter factory, with `prepare` run on each adapter it connects
- * before the client gets it. The factories keep private fields, so their other
- * methods are called on the factory itself.
+ * A factory that connects through `factory` and hands each adapter it
+ * connects to `connected` before the client gets it (Database.sql queries the
+ * client's own adapter). Composition over the public interface: the stock
+ * factories keep their settings in private fields, so they are called, not copied.
  */
-function onConnect<F extends { connect(): Promise<SqlDriverAdapter>; connectToShadowDb(): Promise<SqlDriverAdapter> }>(
-  factory: F,
-  prepare: (opened: Awaited<ReturnType<F["connect"]>>) => void | Promise<void>,
-): F {
-  return Object.assign(Object.create(factory) as F, {
-    connect: async () => {
-      const opened = (await factory.connect()) as Awaited<ReturnType<F["connect"]>>;
-      await prepare(opened);
+function onConnect(factory: SqlDriverAdapterFactory, connected: (adapter: SqlDriverAdapter) => void): SqlDriverAdapterFactory {
+  return {
+    provider: factory.provider,
+    adapterName: factory.adapterName,
+    async connect() {
+      const opened = await factory.connect();
+      connected(opened);
       return opened;
     },
-    connectToShadowDb: () => factory.connectToShadowDb(),
-  });
+  };
 }

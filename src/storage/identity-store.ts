@@ -70,6 +70,7 @@ export interface OneTimeTokenRecord {
   spentAt: Date | null;
 }
 
+/** A legacy session signing key, shared by every organisation (read only: see SessionSigningKeyRecord). */
 export interface SigningKeyRecord {
   /** The JWT `kid`. */
   id: string;
@@ -79,6 +80,25 @@ export interface SigningKeyRecord {
   publicJwk: string;
   createdAt: Date;
   retiredAt: Date | null;
+}
+
+/** An organisation's session signing key, without its private half. */
+export interface SessionSigningKeyInfo {
+  /** The JWT `kid`. */
+  id: string;
+  organizationId: string;
+  /** The public key as a JWK (JSON text). */
+  publicJwk: string;
+  createdAt: Date;
+  /** Null while it signs the organisation's new sessions. */
+  retiredAt: Date | null;
+  /** When a retired key leaves the JWKS: the last token it signed has expired by then. */
+  publishedUntil: Date | null;
+}
+
+export interface SessionSigningKeyRecord extends SessionSigningKeyInfo {
+  /** PKCS#8 DER of the private key, sealed by the master key. */
+  privateKeyEnc: Buffer;
 }
 
 /**
@@ -123,12 +143,32 @@ export interface IdentityStore {
   /** Spends every open token of one kind of an identity (a completed reset voids older links). */
   spendOneTimeTokensOf(organizationId: string, identityId: string, kind: OneTimeTokenKind, at: Date): Promise<number>;
 
-  /** Keys not retired, or retired at or after `retiredSince`, newest first. */
+  /** Legacy shared keys not retired, or retired at or after `retiredSince`, newest first. */
   listSigningKeys(retiredSince: Date): Promise<SigningKeyRecord[]>;
   findSigningKey(id: string): Promise<SigningKeyRecord | null>;
-  createSigningKey(key: SigningKeyRecord): Promise<void>;
-  /** Retires every active key created before `createdBefore` (a newer key took over). */
-  retireSigningKeys(createdBefore: Date, at: Date): Promise<void>;
+  /** Retires every active legacy key (they sign nothing any more). */
+  retireSigningKeys(at: Date): Promise<void>;
+
+  /** The organisation's live key (not retired; the newest if a race left two), or null. */
+  findLiveSessionSigningKey(organizationId: string): Promise<SessionSigningKeyRecord | null>;
+  /** A key of any organisation by kid (verifiers learn the organisation from it). */
+  findSessionSigningKey(id: string): Promise<SessionSigningKeyInfo | null>;
+  /** Keys that are live or published after `at`; of one organisation, or of all. Newest first. */
+  listPublishedSessionSigningKeys(at: Date, organizationId?: string): Promise<SessionSigningKeyInfo[]>;
+  createSessionSigningKey(key: Omit<SessionSigningKeyRecord, "retiredAt" | "publishedUntil">): Promise<void>;
+  /**
+   * Retires the organisation's live keys other than `keepId`, published until
+   * `publishedUntil`; returns the keys retired. Only keys this transaction
+   * sees are retired, so two concurrent rotations never leave none live.
+   */
+  retireSessionSigningKeys(
+    organizationId: string,
+    keepId: string,
+    at: Date,
+    publishedUntil: Date,
+  ): Promise<{ id: string; createdAt: Date }[]>;
+  /** The latest expiry of any session of the organisation (null: none). */
+  latestSessionExpiry(organizationId: string): Promise<Date | null>;
 
   /** Records one failed password login; identifierHash hides what was typed. */
   recordLoginFailure(failure: { id: string; organizationId: string; identifierHash: string; createdAt: Date }): Promise<void>;
@@ -171,6 +211,15 @@ function toSession(row: { method: string } & Omit<SessionRecord, "method">): Ses
 function toSigningKey(row: Omit<SigningKeyRecord, "privateKeyEnc"> & { privateKeyEnc: Uint8Array }): SigningKeyRecord {
   return { ...row, privateKeyEnc: Buffer.from(row.privateKeyEnc) };
 }
+
+const sessionSigningKeyInfo = {
+  id: true,
+  organizationId: true,
+  publicJwk: true,
+  createdAt: true,
+  retiredAt: true,
+  publishedUntil: true,
+} as const;
 
 /**
  * The queries on the sign-in paths (settings, limits, the password lookup,
@@ -342,11 +391,42 @@ export function createIdentityStore(db: Db | Tx, sql?: Sql): IdentityStore {
       const row = await db.signingKey.findUnique({ where: { id } });
       return row ? toSigningKey(row) : null;
     },
-    async createSigningKey(key) {
-      await db.signingKey.create({ data: { ...key, privateKeyEnc: new Uint8Array(key.privateKeyEnc) } });
+    async retireSigningKeys(at) {
+      await db.signingKey.updateMany({ where: { retiredAt: null }, data: { retiredAt: at } });
     },
-    async retireSigningKeys(createdBefore, at) {
-      await db.signingKey.updateMany({ where: { retiredAt: null, createdAt: { lt: createdBefore } }, data: { retiredAt: at } });
+
+    async findLiveSessionSigningKey(organizationId) {
+      const row = await db.sessionSigningKey.findFirst({
+        where: { organizationId, retiredAt: null },
+        orderBy: [{ createdAt: "desc" }, { id: "asc" }],
+      });
+      return row ? { ...row, privateKeyEnc: Buffer.from(row.privateKeyEnc) } : null;
+    },
+    findSessionSigningKey: (id) => db.sessionSigningKey.findUnique({ where: { id }, select: sessionSigningKeyInfo }),
+    listPublishedSessionSigningKeys: (at, organizationId) =>
+      db.sessionSigningKey.findMany({
+        where: { ...(organizationId === undefined ? {} : { organizationId }), OR: [{ retiredAt: null }, { publishedUntil: { gt: at } }] },
+        orderBy: [{ createdAt: "desc" }, { id: "asc" }],
+        select: sessionSigningKeyInfo,
+      }),
+    async createSessionSigningKey(key) {
+      await db.sessionSigningKey.create({ data: { ...key, privateKeyEnc: new Uint8Array(key.privateKeyEnc) } });
+    },
+    async retireSessionSigningKeys(organizationId, keepId, at, publishedUntil) {
+      const live = await db.sessionSigningKey.findMany({
+        where: { organizationId, retiredAt: null, id: { not: keepId } },
+        select: { id: true, createdAt: true },
+      });
+      if (live.length === 0) return [];
+      await db.sessionSigningKey.updateMany({
+        where: { organizationId, retiredAt: null, id: { in: live.map((key) => key.id) } },
+        data: { retiredAt: at, publishedUntil },
+      });
+      return live;
+    },
+    async latestSessionExpiry(organizationId) {
+      const found = await db.identitySession.aggregate({ where: { organizationId }, _max: { expiresAt: true } });
+      return found._max.expiresAt ?? null;
     },
 
     async recordLoginFailure(failure) {

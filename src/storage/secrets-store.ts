@@ -76,6 +76,8 @@ export interface SecretsStore {
   pruneVersions(secretId: string, keepFrom: number): Promise<void>;
   /** An environment's secrets (order unspecified). */
   listSecrets(organizationId: string, environment: string): Promise<SecretRecord[]>;
+  /** The environments that hold at least one secret (order unspecified). */
+  listEnvironments(organizationId: string): Promise<string[]>;
   /**
    * An environment's secrets (optionally only the given names) with the stored
    * ciphertext of their current version, read in one statement so metadata and
@@ -161,6 +163,10 @@ export function createSecretsStore(db: Db | Tx): SecretsStore {
     async listSecrets(organizationId, environment) {
       const rows = await db.secret.findMany({ where: { organizationId, environment } });
       return rows.map(toSecret);
+    },
+    async listEnvironments(organizationId) {
+      const rows = await db.secret.findMany({ where: { organizationId }, distinct: ["environment"], select: { environment: true } });
+      return rows.map((row) => row.environment);
     },
     async listCurrentValues(organizationId, environment, names, options = {}) {
       // One join instead of a metadata query and a per-version OR query: the

@@ -14,7 +14,7 @@ export type SqlValue = string | number | bigint | boolean | Date | null;
  * callers see the same values (Date for date-times, boolean, bigint for
  * 64-bit integers, Buffer for bytes). Outside transactions only: on SQLite the
  * adapter keeps such statements out of an open transaction
- * (sqlite-transactions.ts); on PostgreSQL each runs on a pooled connection.
+ * (sqlite-adapter.ts); on PostgreSQL each runs on a pooled connection.
  *
  * Written as tagged templates like `$queryRaw`: values become bound
  * parameters, never SQL text.

@@ -1,89 +1,84 @@
-import type { SqlDriverAdapter, Transaction } from "@prisma/driver-adapter-utils";
-import type { Database as Sqlite } from "better-sqlite3";
-
-interface OpenTransaction {
-  ended: Promise<void>;
-  end(): void;
+/**
+ * The turn-taking on a SQLite connection that one transaction at a time holds.
+ *
+ * A SQLite connection has no sessions: a statement made outside a transaction
+ * while one is open on the same connection runs inside it. It would read that
+ * transaction's uncommitted rows, and its writes would be undone if that
+ * transaction rolled back, although the statement returned success to a
+ * caller that has nothing to do with it (a session row lost because an
+ * unrelated import failed). So while a transaction holds the connection,
+ * other work waits its turn: the gate runs it once the transaction has
+ * ended, in the order it came, transactions included (a write queued before
+ * the next transaction runs before that transaction begins). The adapter
+ * (sqlite-adapter.ts) answers statements that write nothing from a second
+ * connection instead of queueing them.
+ *
+ * The transaction holds the connection from the moment its BEGIN runs (the
+ * gate runs `begin` and closes in the same synchronous step, so nothing slips
+ * in between) until the adapter is told it committed or rolled back. Work and
+ * `begin` are synchronous (better-sqlite3), which is what makes the check and
+ * the statement one step.
+ */
+export interface TransactionGate {
+  /** Whether a transaction holds the connection. */
+  readonly held: boolean;
+  /** Runs `work` now when no transaction holds the connection, else when its turn comes. */
+  run<T>(work: () => T): Promise<T>;
+  /**
+   * Runs `begin` when its turn comes and holds the connection from then on;
+   * resolves to the function that ends the hold (once; later calls do nothing).
+   * When `begin` throws, nothing is held and the promise rejects.
+   */
+  hold(begin: () => void): Promise<() => void>;
+  /** Rejects all waiting work with `reason` (the connection is closing). */
+  close(reason: Error): void;
 }
 
-/**
- * Keeps queries outside a transaction out of it on a SQLite connection.
- *
- * Prisma's SQLite adapter has one connection. It serialises transactions with
- * a mutex, but a query made outside any transaction runs on that connection
- * at once, so while a transaction is open (its callback awaiting something)
- * the query lands inside it: it reads that transaction's uncommitted rows,
- * and its writes are undone if that transaction rolls back, although the
- * query returned success to a caller that has nothing to do with it (a
- * session row lost because an unrelated import failed). Here a write waits
- * until the open transaction has ended, and a statement that writes nothing
- * goes to `reader`, a second connection to the same file, which sees what is
- * committed (WAL lets readers run beside the writer), so a long import does
- * not hold up every read of the process.
- *
- * So code inside a transaction queries through the transaction's client only
- * (the stores take it as their argument): a query through the outer client
- * would wait for the transaction it is part of, until that times out. Telling
- * the two apart by async context would put a hook on every promise of the
- * process (AsyncLocalStorage in Node 20), a few per cent of a cheap request.
- *
- * The transaction counts as open from the moment its BEGIN runs (seen on the
- * connection, synchronously: the adapter resolves its promise some microtasks
- * later, and a query slipped into that gap would join it) until the adapter
- * is told to commit or roll back.
- */
-export function isolateTransactions(adapter: SqlDriverAdapter, connection: Sqlite, reader: SqlDriverAdapter): void {
-  let open: OpenTransaction | null = null;
+export function createTransactionGate(): TransactionGate {
+  let held = false;
+  let closed: Error | null = null;
+  // Invariant: the queue is empty whenever nothing is held.
+  const queue: { start(): void; fail(reason: Error): void }[] = [];
 
-  const prepare = connection.prepare.bind(connection);
-  connection.prepare = ((sql: string) => {
-    const statement = prepare(sql);
-    if (sql !== "BEGIN") return statement;
-    const run = statement.run.bind(statement);
-    statement.run = ((...args: unknown[]) => {
-      const result = run(...(args as []));
-      let end = () => {};
-      const ended = new Promise<void>((resolve) => (end = resolve));
-      open = { ended, end };
-      return result;
-    }) as typeof statement.run;
-    return statement;
-  }) as typeof connection.prepare;
-
-  const startTransaction = adapter.startTransaction.bind(adapter);
-  adapter.startTransaction = async (isolationLevel) => {
-    const transaction: Transaction = await startTransaction(isolationLevel);
-    const state = open;
-    const finish = () => {
-      if (!state) return;
-      if (open === state) open = null;
-      state.end();
-    };
-    const commit = transaction.commit.bind(transaction);
-    const rollback = transaction.rollback.bind(transaction);
-    transaction.commit = () => commit().finally(finish);
-    transaction.rollback = () => rollback().finally(finish);
-    return transaction;
-  };
-
-  /** Until no other transaction is open; one that ends may be followed by the next at once, so look again. */
-  async function outside<T>(run: () => Promise<T>): Promise<T> {
-    for (let state = open; state; state = open) await state.ended;
-    return run();
+  function drain(): void {
+    while (!held && queue.length > 0) queue.shift()?.start();
   }
 
-  // Whether SQL writes nothing, as SQLite's compiler says (the statement is kept by statement-cache.ts).
-  const readsOnly = (sql: string) => (connection.prepare(sql) as unknown as { readonly: boolean }).readonly;
+  function take(begin: () => void): () => void {
+    begin();
+    held = true;
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      held = false;
+      drain();
+    };
+  }
 
-  // The adapter runs the SQL synchronously inside these calls, so the check and the statement cannot be split.
-  const queryRaw = adapter.queryRaw.bind(adapter);
-  const executeRaw = adapter.executeRaw.bind(adapter);
-  adapter.queryRaw = (query) => {
-    if (!open) return queryRaw(query);
-    return readsOnly(query.sql) ? reader.queryRaw(query) : outside(() => queryRaw(query));
+  function settle<T>(work: () => T, resolve: (value: T) => void, reject: (reason: unknown) => void): void {
+    try {
+      resolve(work());
+    } catch (error) {
+      reject(error);
+    }
+  }
+
+  function enqueue<T>(work: () => T): Promise<T> {
+    if (closed) return Promise.reject(closed);
+    if (!held) return new Promise((resolve, reject) => settle(work, resolve, reject));
+    return new Promise((resolve, reject) => queue.push({ start: () => settle(work, resolve, reject), fail: reject }));
+  }
+
+  return {
+    get held() {
+      return held;
+    },
+    run: enqueue,
+    hold: (begin) => enqueue(() => take(begin)),
+    close(reason) {
+      closed = reason;
+      for (const waiting of queue.splice(0)) waiting.fail(reason);
+    },
   };
-  adapter.executeRaw = (query) => (open ? outside(() => executeRaw(query)) : executeRaw(query));
-
-  const dispose = adapter.dispose.bind(adapter);
-  adapter.dispose = () => Promise.all([reader.dispose(), dispose()]).then(() => undefined);
 }

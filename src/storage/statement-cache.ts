@@ -1,69 +1,44 @@
 import type { Database as Sqlite, Statement } from "better-sqlite3";
 
-/** What the Prisma SQLite adapter calls on a prepared statement (and nothing more). */
-interface AdapterStatement {
-  readonly reader: boolean;
-  /** The statement writes nothing (what sqlite-transactions.ts asks). */
-  readonly readonly: boolean;
-  bind(args: unknown[]): BoundStatement;
-  run(): unknown;
-}
-
-interface BoundStatement {
-  readonly reader: boolean;
-  run(): unknown;
-  columns(): ReturnType<Statement["columns"]>;
-  raw(): { all(): unknown[] };
+/** The prepared statements of one better-sqlite3 connection, by SQL text. */
+export interface StatementCache {
+  /** The statement of `sql`, prepared on first use; a SQL error throws as prepare() does. */
+  get(sql: string): Statement<unknown[]>;
+  /** How many statements are kept. */
+  readonly size: number;
 }
 
 /**
- * Keeps the prepared statements of a better-sqlite3 connection by SQL text.
+ * Keeps a connection's prepared statements, least recently used first out.
  *
- * Prisma's SQLite adapter prepares every query again (`prepare(sql).bind(args)`),
- * and SQLite's parser and planner were a tenth of the event loop's time on a
- * password login. A statement can be bound only once in better-sqlite3, so the
- * cache hands out views that pass each call's arguments to the kept statement
- * instead. The SQL the adapter sees is Prisma's compiled, parameterised text:
- * a few hundred distinct strings at most, kept least recently used first out.
+ * Preparing is SQLite's parser and planner, a tenth of the event loop's time
+ * on a password login when every query was prepared anew. Statements are kept
+ * whole (a better-sqlite3 statement takes fresh arguments on every run, all()
+ * and get()); a statement that returns rows is set to give them as arrays, as
+ * the adapter reads them. The SQL is Prisma's compiled, parameterised text and
+ * ours: a few hundred distinct strings at most, so `limit` is rarely reached.
  */
-export function cacheStatements(db: Sqlite, limit = 512): void {
-  const prepare = db.prepare.bind(db);
-  const kept = new Map<string, Statement>();
-
-  const statementFor = (sql: string): Statement => {
-    let statement = kept.get(sql);
-    if (statement) {
-      // Most recently used last.
-      kept.delete(sql);
-    } else {
-      statement = prepare(sql);
-      if (kept.size >= limit) {
-        const oldest = kept.keys().next().value;
-        if (oldest !== undefined) kept.delete(oldest);
+export function createStatementCache(connection: Sqlite, limit = 512): StatementCache {
+  const kept = new Map<string, Statement<unknown[]>>();
+  return {
+    get(sql) {
+      let statement = kept.get(sql);
+      if (statement) {
+        // Most recently used last.
+        kept.delete(sql);
+      } else {
+        statement = connection.prepare<unknown[]>(sql);
+        if (statement.reader) statement.raw(true);
+        if (kept.size >= limit) {
+          const oldest = kept.keys().next().value;
+          if (oldest !== undefined) kept.delete(oldest);
+        }
       }
-    }
-    kept.set(sql, statement);
-    return statement;
+      kept.set(sql, statement);
+      return statement;
+    },
+    get size() {
+      return kept.size;
+    },
   };
-
-  const view = (statement: Statement): AdapterStatement => ({
-    reader: statement.reader,
-    readonly: statement.readonly,
-    run: () => statement.run(),
-    bind: (args) => ({
-      reader: statement.reader,
-      run: () => statement.run(args),
-      columns: () => statement.columns(),
-      raw: () => ({ all: () => statement.raw(true).all(args) }),
-    }),
-  });
-
-  (db as unknown as { prepare(sql: string): AdapterStatement }).prepare = (sql) => view(statementFor(sql));
-}
-
-/** The better-sqlite3 connection inside a connected Prisma adapter, when it is where this version keeps it. */
-export function connectionOf(adapter: unknown): Sqlite | undefined {
-  const client = (adapter as { client?: unknown }).client;
-  if (client && typeof (client as Sqlite).prepare === "function" && typeof (client as Sqlite).exec === "function") return client as Sqlite;
-  return undefined;
 }

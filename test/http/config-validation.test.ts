@@ -110,7 +110,7 @@ describe("YAML that cannot be read", () => {
     const started = Date.now();
     const { violations } = await refused(bomb);
     expect(Date.now() - started).toBeLessThan(5_000);
-    expect(violations).toEqual([{ field: "document", description: expect.stringMatching(/aliases expand too much/) }]);
+    expect(violations).toEqual([{ field: "document", description: expect.stringMatching(/aliases expand too much/), line: 8, column: 10 }]);
   });
 
   test("aliases within the bound are fine", async () => {
@@ -278,11 +278,36 @@ describe("rules", () => {
   const rule = (match: string, action = "deny") => `version: 1\nrules:\n  - name: r\n    match: ${match}\n    action: ${action}\n`;
 
   test.each([
-    ['{header: user-agent, regex: "("}', "routes", /not a valid JavaScript regular expression/],
-    ['{header: user-agent, regex: "/bot/i"}', "", /without \/delimiters\/ and flags/],
-    ['{header: user-agent, regex: "(?i)bot"}', "", /inline flags such as \(\?i\) are not JavaScript/],
-  ])("regex %s is refused", async (match, _unused, description) => {
-    await expectViolations(rule(match), [{ field: "rules[0].match.regex", description }]);
+    ['{header: user-agent, regex: "("}', /not a valid RE2 regular expression: missing closing \)/, 40],
+    ['{header: user-agent, regex: "/bot/i"}', /without \/delimiters\/ and flags/, 40],
+    ['{header: user-agent, regex: "(?i)bot"}', /inline flags such as \(\?i\) are not JavaScript/, 40],
+    ['{header: user-agent, regex: "(a)\\\\1"}', /backreferences such as \\1 cannot be matched in linear time: remove them/, 40],
+    ["{header: user-agent, regex: '(?=a)'}", /lookahead \(\?= and \(\?! cannot be matched in linear time/, 40],
+    ["{header: user-agent, ignore_case: true, regex: 'x(?<!a)'}", /lookbehind/, 59],
+    [
+      '{header: user-agent, regex: "a[ab]{200}"}',
+      /too costly to run on every request: it compiles to \d+ RE2 instructions, at most 100/,
+      40,
+    ],
+    ['{header: user-agent, regex: "\\\\Abot"}', /means one thing in RE2 and another in JavaScript: use \^ instead of \\A/, 40],
+  ])("regex %s is refused at its line and column", async (match, description, column) => {
+    await expectViolations(rule(match), [{ field: "rules[0].match.regex", description, line: 4, column }]);
+  });
+
+  test("a regex in block style is placed at its own line", async () => {
+    await expectViolations("version: 1\nrules:\n  - name: r\n    match:\n      header: x-a\n      regex: (a)\\1\n    action: deny\n", [
+      { field: "rules[0].match.regex", description: /backreferences/, line: 6, column: 14 },
+    ]);
+  });
+
+  test("patterns that backtrack in JavaScript are accepted: the gateway matches them with RE2, in linear time", async () => {
+    const plan = await applyOk(
+      server,
+      key,
+      "version: 1\nrules:\n  - name: r1\n    match: {header: x-a, regex: '(a+)+$'}\n    action: deny\n  - name: r2\n    match: {header: x-b, regex: '(a|aa)+', ignore_case: true}\n    action: deny\n  - name: r3\n    match: {header: x-c, regex: '^/api/v[0-9]+/'}\n    action: allow\n",
+      { dryRun: true },
+    );
+    expect(plan.created).toEqual(["rules/r1", "rules/r2", "rules/r3"]);
   });
 
   test.each([

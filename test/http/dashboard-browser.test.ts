@@ -4,8 +4,11 @@ import { applyOk, exportOk } from "../support/config-documents.js";
 import { screenshot, unlabelledControls } from "../support/dashboard-screenshots.js";
 import {
   buildDashboardUi,
+  cookieOf,
+  invite,
   ownerPassword,
   postDashboardAuth,
+  tokenOf,
   startDashboardServer,
   type DashboardTestServer,
 } from "../support/dashboard-server.js";
@@ -24,6 +27,8 @@ describe("the dashboard in a real browser", () => {
   let context: BrowserContext;
   let page: Page;
   let org: string;
+  /** The invitation link the members test hands to the invitee. */
+  let invitationLink = "";
 
   const nav = (name: string) => page.getByRole("navigation", { name: "Dashboard sections" }).getByRole("link", { name, exact: true });
   const configStatus = async (bearer: string) => (await server.call(`/organization/${org}/config`, { bearer })).status;
@@ -38,7 +43,10 @@ describe("the dashboard in a real browser", () => {
     ).status;
 
   async function expectAccessible(): Promise<void> {
-    expect(await unlabelledControls(page)).toEqual([]);
+    await expectAccessibleOn(page);
+  }
+  async function expectAccessibleOn(on: Page): Promise<void> {
+    expect(await unlabelledControls(on)).toEqual([]);
   }
 
   beforeAll(async () => {
@@ -318,16 +326,28 @@ describe("the dashboard in a real browser", () => {
     await screenshot(page, "13-configuration-rolled-back");
   });
 
-  test("members: an invitation gives a one-time setup link; the last admin cannot be demoted", async () => {
+  test("members: an invitation gives a one-time link, listed as pending; the last admin cannot be demoted", async () => {
     await nav("Members").click();
+    await page.getByText("No pending invitations.").waitFor();
     await page.getByLabel("E-mail address").fill("new.member@example.com");
     await page.getByLabel("Name", { exact: true }).fill("Nia New");
     await page.getByRole("button", { name: "Invite" }).click();
-    const link = ((await page.getByTestId("setup-link").textContent()) ?? "").trim();
-    expect(link).toMatch(new RegExp(`^${server.origin}/dashboard/setup#token=[A-Za-z0-9_-]{43}$`));
-    await page.getByRole("cell", { name: "new.member@example.com", exact: true }).waitFor();
+    const link = ((await page.getByTestId("invitation-link").textContent()) ?? "").trim();
+    expect(link).toMatch(new RegExp(`^${server.origin}/dashboard/invitation#token=[A-Za-z0-9_-]{43}$`));
+    const pending = page.getByRole("row", { name: /new\.member@example\.com/ });
+    await pending.waitFor();
+    expect(await pending.textContent()).toContain("Olive Owner <owner@example.com>");
     await expectAccessible();
     await screenshot(page, "14-members");
+
+    // A new link replaces the first one, which stops working.
+    await page.getByRole("button", { name: "New invitation link for new.member@example.com" }).click();
+    await page.getByTestId("invitation-link").filter({ hasNotText: link }).waitFor();
+    const stale = link;
+    invitationLink = ((await page.getByTestId("invitation-link").textContent()) ?? "").trim();
+    expect(invitationLink).not.toBe(stale);
+    const staleToken = new URLSearchParams(new URL(stale).hash.slice(1)).get("token");
+    expect((await postDashboardAuth(server, "invitation/inspect", { token: staleToken })).status).toBe(404);
 
     await page.getByLabel("Role of owner@example.com").selectOption({ label: "member" });
     await page
@@ -335,19 +355,60 @@ describe("the dashboard in a real browser", () => {
       .getByRole("button", { name: "Change role" })
       .click();
     await page.getByText("an organisation keeps at least one admin").waitFor();
+  });
 
-    // The invitee opens the link in their own browser and lands signed in.
+  test("a new person opens the invitation link in their own browser, creates their account and lands signed in", async () => {
     const invitee = await browser.newContext();
     const inviteePage = await invitee.newPage();
-    await inviteePage.goto(link);
-    expect(await inviteePage.getByLabel("E-mail address").inputValue()).toBe("new.member@example.com");
-    await inviteePage.getByLabel("Password", { exact: true }).fill("a fine new passphrase");
+    await inviteePage.goto(invitationLink);
+    await inviteePage.getByRole("heading", { name: "Accept your invitation" }).waitFor();
+    expect(inviteePage.url()).toBe(`${server.origin}/dashboard/invitation`);
+    await inviteePage.getByTestId("invitation-summary").filter({ hasText: "new.member@example.com" }).waitFor();
+    expect(await inviteePage.getByLabel("Your name").inputValue()).toBe("Nia New");
+    await inviteePage.getByLabel("Choose a password").fill("a fine new passphrase");
     await inviteePage.getByLabel("Repeat the password").fill("a fine new passphrase");
-    await inviteePage.getByRole("button", { name: "Set up and sign in" }).click();
+    await expectAccessibleOn(inviteePage);
+    await screenshot(inviteePage, "14a-invitation");
+    await inviteePage.getByRole("button", { name: "Create account and join" }).click();
     await inviteePage.waitForURL("**/dashboard/api-keys");
     // Members read but do not administer: no create form.
     await inviteePage.getByRole("heading", { name: "Keys", exact: true }).waitFor();
     expect(await inviteePage.getByRole("button", { name: "Create API key" }).count()).toBe(0);
+
+    // The link is spent: opening it again says so, and creates nothing.
+    const again = await invitee.newPage();
+    await again.goto(invitationLink);
+    await again.getByText("this invitation link cannot be used").waitFor();
+    await invitee.close();
+
+    await nav("Members").click();
+    await page.getByText("No pending invitations.").waitFor();
+    await page.getByRole("cell", { name: "new.member@example.com", exact: true }).waitFor();
+  });
+
+  test("someone who already has an account signs in on the invitation page and joins the other organisation", async () => {
+    const other = await server.app.tenancy.createOrganization("Second organisation");
+    const otherOwner = cookieOf(
+      await postDashboardAuth(server, "setup", {
+        token: tokenOf(other.dashboardSetupUrl),
+        email: "boss@example.org",
+        display_name: "Bo Boss",
+        password: "boss good passphrase",
+      }),
+    );
+    const invited = await invite(server, otherOwner, { organizationId: other.organizationId, email: "new.member@example.com" });
+    const invitee = await browser.newContext();
+    const inviteePage = await invitee.newPage();
+    await inviteePage.goto(invited.url);
+    await inviteePage.getByLabel("Your password").fill("a fine new passphrase");
+    await expectAccessibleOn(inviteePage);
+    await inviteePage.getByRole("button", { name: "Sign in and join" }).click();
+    await inviteePage.waitForURL("**/dashboard/api-keys");
+    // The organisation just joined is the one shown; the other stays a choice away.
+    const picker = inviteePage.getByLabel("Organisation");
+    await picker.waitFor();
+    expect(await picker.inputValue()).toBe(other.organizationId);
+    await screenshot(inviteePage, "14b-invitation-joined");
     await invitee.close();
   });
 

@@ -2,13 +2,17 @@ import { applyOk, exportOk } from "../support/config-documents.js";
 import { callIdentity, goodPassword, postRest } from "../support/identity-client.js";
 import { secretsApi } from "../support/secrets-client.js";
 import {
+  addMember,
+  createInvitedAccount,
   dashboardRpc,
+  invite,
   ownerPassword,
   postDashboardAuth,
   setUpOwner,
   signIn,
   startDashboardServer,
   cookieOf,
+  tokenOf,
   type DashboardTestServer,
 } from "../support/dashboard-server.js";
 
@@ -433,26 +437,26 @@ describe("dashboard operations, through the same code as the public API", () => 
   });
 
   describe("members", () => {
-    test("an invited member sets up their account from the link, signs in, reads but cannot administer", async () => {
-      const invited = await ask<{ setupUrl: string; member: { accountId: string; status: string; role: string } }>("InviteMember", {
-        email: "Member@Example.com",
-        displayName: "Mia Member",
-        role: "ROLE_MEMBER",
-      });
+    test("an invited person creates their account from the invitation link, signs in, reads but cannot administer", async () => {
+      const invited = await ask<{ invitationUrl: string; invitation: { invitationId: string; email: string; role: string } }>(
+        "InviteMember",
+        { email: "Member@Example.com", displayName: "Mia Member", role: "ROLE_MEMBER" },
+      );
       expect(invited.status).toBe(200);
-      expect(invited.body.member).toMatchObject({ status: "MEMBER_STATUS_PENDING", role: "ROLE_MEMBER" });
-      const token = new URLSearchParams(new URL(invited.body.setupUrl).hash.slice(1)).get("token") as string;
-      expect(invited.body.setupUrl.startsWith(`${server.origin}/dashboard/setup#token=`)).toBe(true);
-      const inspect = await postDashboardAuth(server, "setup/inspect", { token });
-      expect(await inspect.json()).toEqual({ email: "member@example.com", display_name: "Mia Member" });
-      const setUp = await postDashboardAuth(server, "setup", {
-        token,
+      expect(invited.body.invitation).toMatchObject({ email: "member@example.com", role: "ROLE_MEMBER" });
+      expect(invited.body.invitationUrl).toMatch(
+        new RegExp(`^${server.origin.replace(/[.]/g, "\\.")}/dashboard/invitation#token=[A-Za-z0-9_-]{43}$`),
+      );
+      const token = tokenOf(invited.body.invitationUrl);
+      const inspect = await postDashboardAuth(server, "invitation/inspect", { token });
+      expect(await inspect.json()).toMatchObject({
+        organization_name: "Default organisation",
         email: "member@example.com",
         display_name: "Mia Member",
-        password: "another good passphrase",
+        role: "member",
+        invited_by: "Olive Owner <owner@example.com>",
       });
-      expect(setUp.status).toBe(200);
-      const member = cookieOf(setUp);
+      const { cookie: member, accountId } = await createInvitedAccount(server, token, "another good passphrase", "Mia Member");
 
       expect((await ask("ListApiKeys", {}, member)).status).toBe(200);
       expect((await ask("GetConfigDocument", {}, member)).status).toBe(200);
@@ -460,6 +464,8 @@ describe("dashboard operations, through the same code as the public API", () => 
         ["CreateApiKey", { name: "nope", role: "ROLE_ADMIN" }],
         ["RotateIdentityKey", { kind: "IDENTITY_KEY_KIND_SECRET" }],
         ["InviteMember", { email: "x@example.com", displayName: "X", role: "ROLE_ADMIN" }],
+        ["ReissueInvitation", { invitationId: invited.body.invitation.invitationId }],
+        ["RevokeInvitation", { invitationId: invited.body.invitation.invitationId }],
         ["ListSecretEnvironments", {}],
       ] as const) {
         const response = await ask(method, body, member);
@@ -473,45 +479,68 @@ describe("dashboard operations, through the same code as the public API", () => 
         ]),
       );
       expect(listed.body.members.some((m) => m.email.endsWith(".invalid"))).toBe(false);
+      // Accepted, the invitation is no longer pending.
+      const pending = await ask<{ invitations?: { email: string }[] }>("ListInvitations", {}, member);
+      expect((pending.body.invitations ?? []).map((i) => i.email)).not.toContain("member@example.com");
 
       // Made admin, the member administers; removed, they are refused at once.
-      const promoted = await ask("ChangeMemberRole", { accountId: invited.body.member.accountId, role: "ROLE_ADMIN" });
+      const promoted = await ask("ChangeMemberRole", { accountId, role: "ROLE_ADMIN" });
       expect(promoted.status).toBe(200);
       expect((await ask("ListSecretEnvironments", {}, member)).status).toBe(200);
-      expect((await ask("RemoveMember", { accountId: invited.body.member.accountId })).status).toBe(200);
+      expect((await ask("RemoveMember", { accountId })).status).toBe(200);
       expect((await ask("ListApiKeys", {}, member)).status).toBe(401);
       expect(
         (await postDashboardAuth(server, "sign-in", { email: "member@example.com", password: "another good passphrase" })).status,
       ).toBe(401);
     });
 
-    test("a member cannot be invited again", async () => {
+    test("a member cannot be invited again, nor a pending invitee a second time", async () => {
       const response = await ask("InviteMember", { email: "owner@example.com", displayName: "Again", role: "ROLE_ADMIN" });
       expect(response.status).toBe(409);
       expect(reason(response.body)).toBe("member_exists");
       expect(violations(response.body).map((v) => v.field)).toEqual(["email"]);
+      await invite(server, owner, { email: "twice@example.com" });
+      const twice = await ask("InviteMember", { email: "TWICE@example.com", displayName: "Again", role: "ROLE_ADMIN" });
+      expect(twice.status).toBe(409);
+      expect(reason(twice.body)).toBe("invitation_exists");
+      expect(violations(twice.body).map((v) => v.field)).toEqual(["email"]);
     });
 
-    test("an operator of another organisation is added without a link and then sees both organisations", async () => {
+    test("an operator of another organisation joins it only by accepting its invitation, signed in as themselves", async () => {
       const other = await server.app.tenancy.createOrganization("Second organisation");
-      const token = new URLSearchParams(new URL(other.dashboardSetupUrl).hash.slice(1)).get("token") as string;
       const otherOwner = cookieOf(
         await postDashboardAuth(server, "setup", {
-          token,
+          token: tokenOf(other.dashboardSetupUrl),
           email: "boss@example.org",
           display_name: "Bo Boss",
           password: "boss good passphrase",
         }),
       );
-      const invited = await call<{ setupUrl?: string; member: { status: string } }>(server, otherOwner, "InviteMember", {
+      const invited = await invite(server, otherOwner, { organizationId: other.organizationId, email: "owner@example.com" });
+      // Invited is not joined: the organisation is not Olive's until she accepts.
+      const before = await call<{ organizations: { organizationId: string }[] }>(server, owner, "GetOperatorSession", {});
+      expect(before.body.organizations.map((o) => o.organizationId)).toEqual([org]);
+      // The link's page cannot create an account that exists: she signs in instead.
+      const create = await postDashboardAuth(server, "invitation/create-account", {
+        token: invited.token,
+        display_name: "Olive",
+        password: "some other passphrase",
+      });
+      expect(create.status).toBe(409);
+      expect(reason((await create.json()) as ErrorBody)).toBe("account_exists");
+
+      const accepted = await call<{ organization: { organizationId: string; name: string; role: string } }>(
+        server,
+        owner,
+        "AcceptInvitation",
+        { token: invited.token },
+      );
+      expect(accepted.status).toBe(200);
+      expect(accepted.body.organization).toEqual({
         organizationId: other.organizationId,
-        email: "owner@example.com",
-        displayName: "Olive",
+        name: "Second organisation",
         role: "ROLE_MEMBER",
       });
-      expect(invited.status).toBe(200);
-      expect(invited.body.setupUrl ?? "").toBe("");
-      expect(invited.body.member.status).toBe("MEMBER_STATUS_ACTIVE");
       const session = await call<{ organizations: { organizationId: string; role: string }[] }>(server, owner, "GetOperatorSession", {});
       expect(session.body.organizations).toEqual(
         expect.arrayContaining([
@@ -519,6 +548,10 @@ describe("dashboard operations, through the same code as the public API", () => 
           expect.objectContaining({ organizationId: other.organizationId, role: "ROLE_MEMBER" }),
         ]),
       );
+      // The token works once.
+      const again = await call(server, owner, "AcceptInvitation", { token: invited.token });
+      expect(again.status).toBe(404);
+      expect(reason(again.body)).toBe("invitation_not_found");
       // The other organisation's admin removes Olive there: she keeps her own organisation and her session.
       const me = await myAccountId(owner);
       expect((await call(server, otherOwner, "RemoveMember", { organizationId: other.organizationId, accountId: me })).status).toBe(200);
@@ -527,44 +560,21 @@ describe("dashboard operations, through the same code as the public API", () => 
     });
 
     test("a person removed from every organisation is re-opened by a new invitation and sets a new password", async () => {
-      const first = await ask<{ setupUrl: string; member: { accountId: string } }>("InviteMember", {
+      const first = await addMember(server, owner, {
         email: "leaver@example.com",
         displayName: "Lee",
-        role: "ROLE_MEMBER",
+        password: "leaver first passphrase",
       });
-      const firstToken = new URLSearchParams(new URL(first.body.setupUrl).hash.slice(1)).get("token") as string;
-      expect(
-        (
-          await postDashboardAuth(server, "setup", {
-            token: firstToken,
-            email: "leaver@example.com",
-            display_name: "Lee",
-            password: "leaver first passphrase",
-          })
-        ).status,
-      ).toBe(200);
-      expect((await ask("RemoveMember", { accountId: first.body.member.accountId })).status).toBe(200);
-      const again = await ask<{ setupUrl: string; member: { status: string } }>("InviteMember", {
-        email: "leaver@example.com",
-        displayName: "Lee",
-        role: "ROLE_MEMBER",
-      });
-      expect(again.status).toBe(200);
-      expect(again.body.member.status).toBe("MEMBER_STATUS_PENDING");
+      expect((await ask("RemoveMember", { accountId: first.accountId })).status).toBe(200);
+      const again = await invite(server, owner, { email: "leaver@example.com", displayName: "Lee" });
       expect(
         (await postDashboardAuth(server, "sign-in", { email: "leaver@example.com", password: "leaver first passphrase" })).status,
       ).toBe(401);
-      const token = new URLSearchParams(new URL(again.body.setupUrl).hash.slice(1)).get("token") as string;
+      const reopened = await createInvitedAccount(server, again.token, "leaver second passphrase", "Lee Again");
+      expect(reopened.accountId).toBe(first.accountId);
       expect(
-        (
-          await postDashboardAuth(server, "setup", {
-            token,
-            email: "leaver@example.com",
-            display_name: "Lee",
-            password: "leaver second passphrase",
-          })
-        ).status,
-      ).toBe(200);
+        (await postDashboardAuth(server, "sign-in", { email: "leaver@example.com", password: "leaver first passphrase" })).status,
+      ).toBe(401);
       expect(
         (await postDashboardAuth(server, "sign-in", { email: "leaver@example.com", password: "leaver second passphrase" })).status,
       ).toBe(200);
@@ -580,54 +590,58 @@ describe("dashboard operations, through the same code as the public API", () => 
       expect(reason(remove.body)).toBe("last_admin");
     });
 
-    test("members come one page at a time in e-mail order, each once", async () => {
+    test("members and pending invitations come one page at a time in e-mail order, each once", async () => {
       for (const name of ["pager.z", "pager.a", "pager.m"]) {
-        expect((await ask("InviteMember", { email: `${name}@example.com`, displayName: name, role: "ROLE_MEMBER" })).status).toBe(200);
+        await addMember(server, owner, { email: `${name}@example.com`, displayName: name, password: "a pager passphrase" });
+        await invite(server, owner, { email: `invited.${name}@example.com` });
       }
-      const whole = (await ask<{ members: { email: string }[] }>("ListMembers", { pageSize: 100 })).body.members.map((m) => m.email);
-      expect(whole.length).toBeGreaterThan(2);
-      const seen: string[] = [];
-      let token = "";
-      do {
-        const page = await ask<{ members: { email: string }[]; nextPageToken?: string }>("ListMembers", { pageSize: 1, pageToken: token });
-        seen.push(...page.body.members.map((m) => m.email));
-        token = page.body.nextPageToken ?? "";
-      } while (token !== "" && seen.length <= whole.length);
-      expect(seen).toEqual(whole);
-      expect([...whole].sort()).toEqual(whole);
+      for (const [method, list] of [
+        ["ListMembers", "members"],
+        ["ListInvitations", "invitations"],
+      ] as const) {
+        type Page = Record<string, { email: string }[] | string | undefined>;
+        const rows = (page: Page) => (page[list] as { email: string }[] | undefined) ?? [];
+        const whole = rows((await ask<Page>(method, { pageSize: 100 })).body).map((m) => m.email);
+        expect(whole.length).toBeGreaterThan(2);
+        const seen: string[] = [];
+        let token = "";
+        do {
+          const page = await ask<Page>(method, { pageSize: 1, pageToken: token });
+          seen.push(...rows(page.body).map((m) => m.email));
+          token = (page.body.nextPageToken as string | undefined) ?? "";
+        } while (token !== "" && seen.length <= whole.length);
+        expect(seen).toEqual(whole);
+        expect([...whole].sort()).toEqual(whole);
+      }
+      const otherList = await ask("ListInvitations", {
+        pageToken: Buffer.from(JSON.stringify(["members", "a@example.com"])).toString("base64url"),
+      });
+      expect(otherList.status).toBe(400);
     });
 
     test("two admins demoting each other at once leave one admin", async () => {
-      const invited = await ask<{ setupUrl: string; member: { accountId: string } }>("InviteMember", {
+      const second = await addMember(server, owner, {
         email: "second@example.com",
         displayName: "Second",
         role: "ROLE_ADMIN",
+        password: "second good passphrase",
       });
-      const token = new URLSearchParams(new URL(invited.body.setupUrl).hash.slice(1)).get("token") as string;
-      const second = cookieOf(
-        await postDashboardAuth(server, "setup", {
-          token,
-          email: "second@example.com",
-          display_name: "Second",
-          password: "second good passphrase",
-        }),
-      );
       const me = await myAccountId(owner);
       const [a, b] = await Promise.all([
-        ask("ChangeMemberRole", { accountId: invited.body.member.accountId, role: "ROLE_MEMBER" }),
-        ask("ChangeMemberRole", { accountId: me, role: "ROLE_MEMBER" }, second),
+        ask("ChangeMemberRole", { accountId: second.accountId, role: "ROLE_MEMBER" }),
+        ask("ChangeMemberRole", { accountId: me, role: "ROLE_MEMBER" }, second.cookie),
       ]);
       // One wins; the other is refused as the last admin (400) or, when it runs second, as no longer an admin (403).
       const statuses = [a.status, b.status].sort();
       expect(statuses[0]).toBe(200);
       expect([400, 403]).toContain(statuses[1]);
-      const listed = await ask<{ members: { role: string }[] }>("ListMembers");
+      const listed = await ask<{ members: { role: string }[] }>("ListMembers", { pageSize: 100 });
       expect(listed.body.members.filter((m) => m.role === "ROLE_ADMIN")).toHaveLength(1);
       // Back to the starting point for the other tests.
-      const admins = await ask<{ members: { accountId: string; email: string; role: string }[] }>("ListMembers");
+      const admins = await ask<{ members: { accountId: string; email: string; role: string }[] }>("ListMembers", { pageSize: 100 });
       const owners = admins.body.members.find((m) => m.email === "owner@example.com");
       if (owners?.role !== "ROLE_ADMIN") {
-        await ask("ChangeMemberRole", { accountId: me, role: "ROLE_ADMIN" }, second);
+        await ask("ChangeMemberRole", { accountId: me, role: "ROLE_ADMIN" }, second.cookie);
         owner = await signIn(server, "owner@example.com", ownerPassword);
       }
     });

@@ -1,5 +1,6 @@
 import { createManualClock } from "../support/server.js";
 import {
+  addMember,
   cookieOf,
   dashboardRpc,
   postDashboardAuth,
@@ -182,25 +183,11 @@ describe("a signed-in operator adds, lists and removes their own passkeys", () =
     const credential = await createCredentialIn(other.page, begun.body.options);
     const finish = (cookie: string) =>
       rpc("FinishAddOperatorPasskey", { ceremonyId: begun.body.ceremonyId, credential, name: "x" }, cookie);
-    const invited = await rpc<{ setupUrl: string }>(
-      "InviteMember",
-      {
-        organizationId: server.credentials.organization_id,
-        email: "second@example.com",
-        displayName: "Sam Second",
-        role: "ROLE_MEMBER",
-      },
-      owner,
-    );
-    const token = new URLSearchParams(new URL(invited.body.setupUrl).hash.slice(1)).get("token") as string;
-    const second = cookieOf(
-      await postDashboardAuth(server, "setup", {
-        token,
-        email: "second@example.com",
-        display_name: "Sam Second",
-        password: "a good second passphrase",
-      }),
-    );
+    const { cookie: second } = await addMember(server, owner, {
+      email: "second@example.com",
+      displayName: "Sam Second",
+      password: "a good second passphrase",
+    });
     await expectRefused(await finish(second), "ceremony_not_found");
     const first = await finish(owner);
     expect(first.status).toBe(200);
@@ -366,62 +353,30 @@ describe("sign-in with a passkey", () => {
   });
 
   test("the passkey of an account removed from its organisation signs in no more", async () => {
-    const invited = await rpc<{ setupUrl: string; member: { accountId: string } }>(
-      "InviteMember",
-      {
-        organizationId: server.credentials.organization_id,
-        email: "leaver@example.com",
-        displayName: "Lee Leaver",
-        role: "ROLE_MEMBER",
-      },
-      owner,
-    );
-    const token = new URLSearchParams(new URL(invited.body.setupUrl).hash.slice(1)).get("token") as string;
-    const leaver = cookieOf(
-      await postDashboardAuth(server, "setup", {
-        token,
-        email: "leaver@example.com",
-        display_name: "Lee Leaver",
-        password: "a good leaving passphrase",
-      }),
-    );
+    const { cookie: leaver, accountId: leaverId } = await addMember(server, owner, {
+      email: "leaver@example.com",
+      displayName: "Lee Leaver",
+      password: "a good leaving passphrase",
+    });
     const theirs = await device();
     await addPasskey(theirs, leaver, "Leaver's phone");
     expect((await signInWithPasskey(theirs)).status).toBe(200);
 
-    const removed = await rpc(
-      "RemoveMember",
-      { organizationId: server.credentials.organization_id, accountId: invited.body.member.accountId },
-      owner,
-    );
+    const removed = await rpc("RemoveMember", { organizationId: server.credentials.organization_id, accountId: leaverId }, owner);
     expect(removed.status).toBe(200);
     await expectRefused(await signInWithPasskey(theirs), "passkey_not_found");
-    expect(await server.app.database.client.operatorPasskey.count({ where: { accountId: invited.body.member.accountId } })).toBe(0);
+    expect(await server.app.database.client.operatorPasskey.count({ where: { accountId: leaverId } })).toBe(0);
   });
 
   test("a passkey whose account was disabled is refused even while its row remains", async () => {
-    const invited = await rpc<{ setupUrl: string; member: { accountId: string } }>(
-      "InviteMember",
-      {
-        organizationId: server.credentials.organization_id,
-        email: "disabled@example.com",
-        displayName: "Dee Disabled",
-        role: "ROLE_MEMBER",
-      },
-      owner,
-    );
-    const token = new URLSearchParams(new URL(invited.body.setupUrl).hash.slice(1)).get("token") as string;
-    const cookie = cookieOf(
-      await postDashboardAuth(server, "setup", {
-        token,
-        email: "disabled@example.com",
-        display_name: "Dee Disabled",
-        password: "a good disabled passphrase",
-      }),
-    );
+    const { cookie, accountId: disabledId } = await addMember(server, owner, {
+      email: "disabled@example.com",
+      displayName: "Dee Disabled",
+      password: "a good disabled passphrase",
+    });
     const theirs = await device();
     await addPasskey(theirs, cookie, "Disabled's key");
-    await server.app.database.client.account.update({ where: { id: invited.body.member.accountId }, data: { disabledAt: manual.clock() } });
+    await server.app.database.client.account.update({ where: { id: disabledId }, data: { disabledAt: manual.clock() } });
     await expectRefused(await signInWithPasskey(theirs), "account_disabled");
   });
 });

@@ -25,6 +25,7 @@ describe("every DashboardService RPC refuses what is not a signed-in dashboard p
   /** RPCs about the signed-in operator's own account name no organisation. */
   const accountLevel = new Set([
     "GetOperatorSession",
+    "AcceptInvitation",
     "ListOperatorPasskeys",
     "BeginAddOperatorPasskey",
     "FinishAddOperatorPasskey",
@@ -56,8 +57,11 @@ describe("every DashboardService RPC refuses what is not a signed-in dashboard p
         "DiffConfigRevisions",
         "RollbackConfigRevision",
         "ListMembers",
+        "ListInvitations",
         "InviteMember",
-        "ReissueSetupLink",
+        "ReissueInvitation",
+        "RevokeInvitation",
+        "AcceptInvitation",
         "ChangeMemberRole",
         "RemoveMember",
         "ListOperatorPasskeys",

@@ -76,7 +76,7 @@ describe("with the system clock", () => {
 
   test("signing keys are stored encrypted under the master key", async () => {
     await signUp(server);
-    const rows = await server.app.database.client.signingKey.findMany();
+    const rows = await server.app.database.client.sessionSigningKey.findMany();
     expect(rows.length).toBeGreaterThanOrEqual(1);
     for (const row of rows) {
       expect(() => createPrivateKey({ key: Buffer.from(row.privateKeyEnc), format: "der", type: "pkcs8" })).toThrow();

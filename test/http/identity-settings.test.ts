@@ -73,7 +73,8 @@ describe("gatehouse settings", () => {
       org(),
       "password=true",
       "session_ttl_seconds=120",
-      "rp_id=auth.example.com",
+      // Both origins lie within the RP ID (WebAuthn; test/http/settings-consistency.test.ts).
+      "rp_id=example.com",
       "origins=https://auth.example.com,https://app.example.com",
       "--json",
     ]);
@@ -81,7 +82,7 @@ describe("gatehouse settings", () => {
     expect(JSON.parse(set.stdout)).toMatchObject({
       password: true,
       session_ttl_seconds: 120,
-      rp_id: "auth.example.com",
+      rp_id: "example.com",
       origins: ["https://auth.example.com", "https://app.example.com"],
       passkeys: true,
     });

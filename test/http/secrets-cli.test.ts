@@ -119,6 +119,46 @@ describe("gatehouse secrets pull", () => {
   });
 });
 
+describe("a selection that finds nothing is an error unless --allow-empty", () => {
+  const typo = 'no secrets in environment "prodution"; environments are: production, pull (--allow-empty accepts an empty environment)';
+
+  test("pull --env with a typo names the environments that exist, exit 1, nothing on stdout", async () => {
+    expect(await runCli(["secrets", "pull", "--env", "prodution"], env)).toMatchObject({
+      code: 1,
+      stdout: "",
+      stderr: `gatehouse: ${typo}\n`,
+    });
+    const json = await runCli(["secrets", "pull", "--env", "prodution", "--json"], env);
+    expect(json).toMatchObject({ code: 1, stdout: "" });
+    expect(JSON.parse(json.stderr)).toEqual({ code: "no_secrets", message: typo });
+  });
+
+  test("run --env with a typo does not start the command", async () => {
+    const result = await runCli(["run", "--env", "prodution", "--", process.execPath, "-e", "console.log('started')"], env);
+    expect(result).toMatchObject({ code: 1, stdout: "", stderr: `gatehouse: ${typo}\n` });
+  });
+
+  test("tags that match nothing in an environment that has secrets say so", async () => {
+    const result = await runCli(["secrets", "pull", "--env", "pull", "--tag", "nope"], env);
+    expect(result).toMatchObject({ code: 1, stdout: "" });
+    expect(result.stderr).toContain('no secret in environment "pull" carries every tag of: nope');
+  });
+
+  test("--allow-empty accepts an empty selection", async () => {
+    expect(await runCli(["secrets", "pull", "--env", "prodution", "--allow-empty"], env)).toMatchObject({
+      code: 0,
+      stdout: "",
+      stderr: "",
+    });
+    expect(await runCli(["secrets", "pull", "--env", "prodution", "--allow-empty", "--json"], env)).toMatchObject({
+      code: 0,
+      stdout: "{}\n",
+    });
+    const run = await runCli(["run", "--env", "prodution", "--allow-empty", "--", process.execPath, "-e", "console.log('started')"], env);
+    expect(run).toMatchObject({ code: 0, stdout: "started\n" });
+  });
+});
+
 describe("gatehouse run", () => {
   test("starts the command with the secrets in its environment, without the API key, and returns its exit code", async () => {
     const result = await runCli(

@@ -14,6 +14,25 @@ export function runCli(args: string[], env: Record<string, string>, input?: stri
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
+/** A shell-quoted `node bin/gatehouse.js <args>`, for command lines with pipes. */
+export function gatehouseCommand(args: string[]): string {
+  const quote = (word: string) => `'${word.replace(/'/g, "'\\''")}'`;
+  return [process.execPath, gatehouseBin, ...args].map(quote).join(" ");
+}
+
+/**
+ * Runs a bash command line (`set -o pipefail`, so a pipeline's status is the
+ * last non-zero status of its commands, gatehouse's included), as a user types it.
+ */
+export function runShell(script: string, env: Record<string, string>) {
+  const result = spawnSync("bash", ["-c", `set -o pipefail; ${script}`], {
+    env: { ...process.env, LOG_LEVEL: "warn", ...env },
+    encoding: "utf8",
+    timeout: 60_000,
+  });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
 export interface ServeProcess {
   child: ChildProcessWithoutNullStreams;
   url: string;

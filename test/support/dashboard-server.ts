@@ -1,6 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { createServer } from "node:net";
 import { join } from "node:path";
+import type { InitialCredentials } from "../../src/domain/tenancy/tenancy.js";
 import { startTestServer, type TestServer, type TestServerOptions } from "./server.js";
 
 /** The header and origin every dashboard request of a page carries. */
@@ -39,8 +40,9 @@ export async function startDashboardServer(
     const origin = `http://${options.publicHost ?? "127.0.0.1"}:${port}`;
     try {
       const server = await startTestServer({ ...options, env: { PORT: String(port), PUBLIC_URL: origin, ...options.env } });
-      const setupUrl = server.credentials.dashboard_setup_url;
-      const setupToken = new URLSearchParams(new URL(setupUrl).hash.slice(1)).get("token") ?? "";
+      // A server over a data store initialised earlier (options.db) prints no credentials.
+      const setupUrl = (server.credentials as InitialCredentials | null)?.dashboard_setup_url ?? "";
+      const setupToken = setupUrl === "" ? "" : (new URLSearchParams(new URL(setupUrl).hash.slice(1)).get("token") ?? "");
       return { ...server, origin: new URL(server.app.config.publicUrl).origin, setupToken, setupUrl };
     } catch (error) {
       // Another test process took the port between the probe and the listen.
@@ -129,4 +131,61 @@ export async function signIn(server: DashboardTestServer, email: string, passwor
 export function buildDashboardUi(): void {
   const result = spawnSync(process.execPath, [join(process.cwd(), "scripts", "build-dashboard.mjs")], { encoding: "utf8" });
   if (result.status !== 0) throw new Error(`building the dashboard UI failed: ${result.stderr}`);
+}
+
+/** The token in a link's fragment (`...#token=...`). */
+export function tokenOf(url: string): string {
+  return new URLSearchParams(new URL(url).hash.slice(1)).get("token") ?? "";
+}
+
+export interface IssuedInvitation {
+  invitationId: string;
+  url: string;
+  token: string;
+}
+
+/** Invites a person through InviteMember as the admin whose session `cookie` is; fails the test on any error. */
+export async function invite(
+  server: DashboardTestServer,
+  cookie: string,
+  input: { organizationId?: string; email: string; role?: "ROLE_ADMIN" | "ROLE_MEMBER"; displayName?: string },
+): Promise<IssuedInvitation> {
+  const response = await dashboardRpc(
+    server,
+    "InviteMember",
+    {
+      organizationId: input.organizationId ?? server.credentials.organization_id,
+      email: input.email,
+      displayName: input.displayName ?? "Invited Person",
+      role: input.role ?? "ROLE_MEMBER",
+    },
+    { cookie },
+  );
+  const text = await response.text();
+  if (response.status !== 200) throw new Error(`InviteMember failed: ${response.status} ${text}`);
+  const body = JSON.parse(text) as { invitation: { invitationId: string }; invitationUrl: string };
+  return { invitationId: body.invitation.invitationId, url: body.invitationUrl, token: tokenOf(body.invitationUrl) };
+}
+
+/** Accepts an invitation by creating its address's account on the invitation page's endpoint; answers the session. */
+export async function createInvitedAccount(
+  server: DashboardTestServer,
+  token: string,
+  password: string,
+  displayName = "Invited Person",
+): Promise<{ cookie: string; accountId: string }> {
+  const response = await postDashboardAuth(server, "invitation/create-account", { token, display_name: displayName, password });
+  const text = await response.text();
+  if (response.status !== 200) throw new Error(`creating the invited account failed: ${response.status} ${text}`);
+  return { cookie: cookieOf(response), accountId: (JSON.parse(text) as { account_id: string }).account_id };
+}
+
+/** A new operator of an organisation, signed in: invited by the admin of `adminCookie`, account created from the link. */
+export async function addMember(
+  server: DashboardTestServer,
+  adminCookie: string,
+  input: { organizationId?: string; email: string; role?: "ROLE_ADMIN" | "ROLE_MEMBER"; displayName?: string; password: string },
+): Promise<{ cookie: string; accountId: string }> {
+  const invited = await invite(server, adminCookie, input);
+  return createInvitedAccount(server, invited.token, input.password, input.displayName);
 }

@@ -1,4 +1,5 @@
 import { ConfigService } from "../../gen/svc/v1/config_pb.js";
+import { GatewayService } from "../../gen/svc/v1/gateway_pb.js";
 import { IdentityService } from "../../gen/svc/v1/identity_pb.js";
 import { SecretsService } from "../../gen/svc/v1/secrets_pb.js";
 import { Credential } from "../../gen/svc/v1/auth_pb.js";
@@ -6,7 +7,7 @@ import { authRuleOf } from "../../src/interceptors/auth.js";
 import { restRoutes } from "../../src/rest/routes.js";
 
 /** The API surface of CONTRACT.md, checked against the proto and the REST table. */
-const services = [ConfigService, SecretsService, IdentityService];
+const services = [ConfigService, SecretsService, IdentityService, GatewayService];
 
 describe("auth rules", () => {
   test.each(services.flatMap((s) => s.methods.map((m) => [`${s.typeName}/${m.name}`, m] as const)))(
@@ -20,8 +21,10 @@ describe("auth rules", () => {
   );
 
   test("secrets need the admin role; config needs membership; identity never takes an API key", () => {
-    for (const m of SecretsService.methods) expect(authRuleOf(m)).toMatchObject({ credentials: [Credential.API_KEY], role: 2 });
-    for (const m of ConfigService.methods) expect(authRuleOf(m)).toMatchObject({ credentials: [Credential.API_KEY], role: 1 });
+    for (const m of SecretsService.methods)
+      expect(authRuleOf(m)).toMatchObject({ credentials: expect.arrayContaining([Credential.API_KEY]), role: 2 });
+    for (const m of ConfigService.methods)
+      expect(authRuleOf(m)).toMatchObject({ credentials: expect.arrayContaining([Credential.API_KEY]), role: 1 });
     for (const m of IdentityService.methods) expect(authRuleOf(m).credentials).not.toContain(Credential.API_KEY);
   });
 
@@ -35,8 +38,26 @@ describe("auth rules", () => {
       "revokeSession",
       "requestPasswordReset",
     ] as const) {
-      expect(authRuleOf(IdentityService.method[name]).credentials).toEqual([Credential.SECRET_KEY]);
+      expect(authRuleOf(IdentityService.method[name]).credentials.filter((c) => c !== Credential.GATEWAY_KEY)).toEqual([
+        Credential.SECRET_KEY,
+      ]);
     }
+  });
+
+  test("a gateway key reaches exactly what a gateway needs: its stream, its configuration, session checks, referenced secrets", () => {
+    const reachable = [ConfigService, SecretsService, IdentityService, GatewayService].flatMap((s) =>
+      s.methods.filter((m) => authRuleOf(m).credentials.includes(Credential.GATEWAY_KEY)).map((m) => `${s.typeName}/${m.name}`),
+    );
+    expect(reachable.sort()).toEqual(
+      [
+        "svc.v1.ConfigService/GetConfig",
+        "svc.v1.ConfigService/WatchConfig",
+        "svc.v1.GatewayService/WatchGateway",
+        "svc.v1.IdentityService/ValidateSession",
+        "svc.v1.SecretsService/RetrieveSecrets",
+      ].sort(),
+    );
+    for (const m of GatewayService.methods) expect(authRuleOf(m).credentials).toEqual([Credential.GATEWAY_KEY]);
   });
 });
 

@@ -1,6 +1,8 @@
 import fc from "fast-check";
 import { parse, parseDocument, stringify } from "yaml";
 import { resourceKinds, type CanonicalResource } from "../../src/domain/config/config-document.js";
+import { DomainError } from "../../src/domain/errors.js";
+import { maxAliasExpansions, maxNestingDepth, parseYamlDocument } from "../../src/domain/config/parse-yaml-document.js";
 import { parseYamlSubset } from "../../src/domain/config/parse-yaml-subset.js";
 import { fastLocator, readConfigDocument, yamlLocator } from "../../src/domain/config/read-config-document.js";
 import { renderConfigDocument } from "../../src/domain/config/render-config-document.js";
@@ -23,6 +25,9 @@ function expectAgreement(text: string, options: { positions?: boolean } = {}): b
   const document = parseDocument(text);
   expect(document.errors.map((e) => e.message)).toEqual([]);
   expect(fast.value).toEqual(document.toJS());
+  // The bounded reader (what the server falls back to) reads the same value.
+  const bounded = parseYamlDocument(text);
+  expect(bounded.ok && bounded.value).toEqual(fast.value);
   if (options.positions !== false) expectSamePositions(text, fast.value);
   return true;
 }
@@ -263,3 +268,186 @@ function writeLoosely(root: Record<string, unknown>, style: { indent: number; fl
   block(root, 0);
   return `${lines.join("\n")}\n`;
 }
+
+/** A value nested `depth` levels deep (lists and mappings alternating by `shape`), with a leaf scalar. */
+function nested(depth: number, shape: (level: number) => "map" | "seq"): unknown {
+  let value: unknown = "leaf";
+  for (let level = depth; level >= 1; level--) value = shape(level) === "map" ? { k: value } : [value];
+  return value;
+}
+
+/** `value` written in block style, in flow style, or in compact "- - x" style, under a root key. */
+function writeNested(value: unknown, style: "block" | "flow" | "compact"): string {
+  if (style === "flow") return `version: 1\nx: ${JSON.stringify(value).replace(/"/g, "")}\n`;
+  const lines: string[] = [];
+  const block = (v: unknown, indent: number, prefix: string) => {
+    const pad = " ".repeat(indent);
+    if (Array.isArray(v)) {
+      if (style === "compact") return block(v[0], indent + 2, `${prefix}- `);
+      lines.push(`${pad}${prefix}-`);
+      return block(v[0], indent + 1, "");
+    }
+    if (v !== null && typeof v === "object") {
+      lines.push(`${pad}${prefix}k:`);
+      return block((v as { k: unknown }).k, indent + prefix.length + 1, "");
+    }
+    lines.push(`${pad}${prefix}${String(v)}`);
+  };
+  block(value, 1, "");
+  return `version: 1\nx:\n${lines.join("\n")}\n`;
+}
+
+/** The depth problem, or the value, the bounded reader gives. */
+function boundedRead(text: string) {
+  const read = parseYamlDocument(text);
+  return read.ok ? { value: read.value } : { problems: read.problems };
+}
+
+describe("nesting: both readers stop at 64 levels", () => {
+  test.each(["block", "flow", "compact"] as const)("%s style: 64 levels are read alike, 65 are refused where the 65th opens", (style) => {
+    const shapes = [() => "map" as const, () => "seq" as const, (l: number) => (l % 2 ? "map" : "seq") as "map" | "seq"];
+    for (const shape of shapes) {
+      // The root mapping is level 1, so x's value may nest 63 levels.
+      const fits = writeNested(nested(maxNestingDepth - 1, shape), style);
+      const fast = parseYamlSubset(fits);
+      expect(boundedRead(fits)).toEqual({ value: parse(fits) });
+      if (fast) expect(fast.value).toEqual(parse(fits));
+      const deeper = writeNested(nested(maxNestingDepth, shape), style);
+      expect(parseYamlSubset(deeper)).toBeUndefined();
+      const read = boundedRead(deeper);
+      expect(read.problems).toEqual([
+        { description: expect.stringMatching(/nest deeper than 64 levels here/), line: expect.any(Number), column: expect.any(Number) },
+      ]);
+    }
+  });
+
+  test("the place is where the 65th level opens", () => {
+    expect(boundedRead(`version: 1\nx: ${"[".repeat(100)}${"]".repeat(100)}\n`).problems?.[0]).toMatchObject({ line: 2, column: 4 + 63 });
+    const block = `version: 1\n${Array.from({ length: 100 }, (_, i) => `${" ".repeat(i)}a:`).join("\n")} 1\n`;
+    expect(boundedRead(block).problems?.[0]).toMatchObject({ line: 66, column: 65 });
+  });
+
+  test("generated nestings: the fast reader agrees with the yaml package or leaves the text to the bounded reader, which refuses exactly what is too deep", () => {
+    const arbitrary = fc.record({
+      depth: fc.integer({ min: 1, max: 80 }),
+      pattern: fc.array(fc.constantFrom("map", "seq"), { minLength: 1, maxLength: 4 }),
+      style: fc.constantFrom("block", "flow", "compact"),
+    });
+    fc.assert(
+      fc.property(arbitrary, ({ depth, pattern, style }) => {
+        const value = nested(depth, (level) => pattern[level % pattern.length] as "map" | "seq");
+        const text = writeNested(value, style);
+        const fast = parseYamlSubset(text);
+        const read = boundedRead(text);
+        if (depth + 1 > maxNestingDepth) {
+          expect(fast).toBeUndefined();
+          expect(read.problems?.[0]?.description).toMatch(/nest deeper than 64 levels/);
+        } else {
+          expect(read).toEqual({ value: parse(text) });
+          if (fast) expect(fast.value).toEqual(read.value);
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+});
+
+describe("hostile documents are refused with a place, in time linear in their size", () => {
+  const refusal = (text: string) => {
+    try {
+      readConfigDocument(text);
+    } catch (error) {
+      expect(error).toBeInstanceOf(DomainError);
+      return (error as DomainError).violations ?? [];
+    }
+    throw new Error("accepted");
+  };
+
+  test.each([
+    [
+      "3,000 levels of block mappings (about as many as 5 MiB holds)",
+      `version: 1\n${Array.from({ length: 3_000 }, (_, i) => `${" ".repeat(i)}a:`).join("\n")} 1\n`,
+    ],
+    ["10,000 levels of flow lists", `version: 1\nx: ${"[".repeat(10_000)}${"]".repeat(10_000)}\n`],
+    ["10,000 levels of flow mappings", `version: 1\nx: ${"{a: ".repeat(10_000)}1${"}".repeat(10_000)}\n`],
+    ["10,000 levels of compact lists", `version: 1\nx:\n  ${"- ".repeat(10_000)}1\n`],
+    ["5 MiB of unclosed [", `version: 1\nx: ${"[".repeat(5 * 1024 * 1024 - 20)}`],
+    ["deep nesting behind an anchor", `version: 1\nx: &a ${"[".repeat(10_000)}${"]".repeat(10_000)}\n`],
+  ])("%s", (_name, text) => {
+    expect(refusal(text)).toEqual([
+      {
+        field: "document",
+        description: expect.stringMatching(/nest deeper than 64 levels/),
+        line: expect.any(Number),
+        column: expect.any(Number),
+      },
+    ]);
+  });
+
+  test("a billion laughs, an alias inside its own anchor and a chain of aliases nesting too deep", () => {
+    const levels = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]'];
+    for (let i = 1; i < 10; i++) {
+      levels.push(
+        `${String.fromCharCode(97 + i)}: &${String.fromCharCode(97 + i)} [${Array(9)
+          .fill(`*${String.fromCharCode(96 + i)}`)
+          .join(",")}]`,
+      );
+    }
+    expect(refusal(`version: 1\nx:\n${levels.map((l) => `  ${l}`).join("\n")}\n`)).toEqual([
+      {
+        field: "document",
+        description: expect.stringMatching(`aliases expand too much \\(to more than ${maxAliasExpansions} nodes\\)`),
+        line: 8,
+        column: 10,
+      },
+    ]);
+    expect(refusal("version: 1\nx: &a [*a]\n")).toEqual([
+      { field: "document", description: expect.stringMatching(/cannot refer to a list or mapping that contains it/), line: 2, column: 8 },
+    ]);
+    const chain = Array.from({ length: 100 }, (_, i) => (i === 0 ? "a0: &a0 [x]" : `a${i}: &a${i} [*a${i - 1}]`)).join("\n");
+    expect(refusal(`version: 1\n${chain}\n`)).toEqual([
+      {
+        field: "document",
+        description: expect.stringMatching(/this alias nests the document deeper than 64 levels/),
+        line: 65,
+        column: 12,
+      },
+    ]);
+    expect(refusal("version: 1\nx: *nope\n")).toEqual([
+      { field: "document", description: "invalid YAML: an alias refers to an anchor that is not defined before it", line: 2, column: 4 },
+    ]);
+  });
+
+  test("a huge key or scalar is refused or read, never echoed", () => {
+    const huge = "k".repeat(5 * 1024 * 1024 - 20);
+    for (const text of [`version: 1\n${huge}: 1\n`, `version: 1\n"${huge}": 1\n`, `version: 1\nx: &a ${huge}\n`, huge]) {
+      const violations = refusal(text);
+      expect(violations[0]).toMatchObject({ line: expect.any(Number), column: expect.any(Number) });
+      expect(JSON.stringify(violations).length).toBeLessThan(1_000);
+    }
+  });
+
+  /** Median time of three reads of `text`, in milliseconds. */
+  const timeOf = (text: string) => {
+    const times: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const started = performance.now();
+      expect(() => readConfigDocument(text)).toThrow(DomainError);
+      times.push(performance.now() - started);
+    }
+    return times.sort((a, b) => a - b)[1] as number;
+  };
+
+  test.each([
+    // The yaml package compares every key of a mapping with every other (uniqueKeys)...
+    ["keys of one mapping", (n: number) => `version: 1\nx: &a 1\n${Array.from({ length: n }, (_, i) => `k${i}: 1`).join("\n")}\n`],
+    // ...and its toJS walks the whole document for each alias.
+    ["anchors and aliases", (n: number) => `version: 1\nb: [${Array.from({ length: n }, (_, i) => `&a${i} x, *a${i}`).join(", ")}]\n`],
+  ])("ten times as many %s take about ten times as long", (_name, make) => {
+    const small = make(1_500);
+    const large = make(15_000);
+    timeOf(small);
+    // A quadratic step would make this about 100; the margin absorbs a busy machine.
+    expect(timeOf(large) / timeOf(small)).toBeLessThan(40);
+  });
+});

@@ -2,7 +2,7 @@ import type { Database, Tx } from "../../src/storage/database.js";
 import { createTestDatabase, openTestDatabase, type TestDatabase } from "../support/database.js";
 
 // Queries made outside a transaction stay out of it, on SQLite (one connection,
-// see src/storage/sqlite-transactions.ts) as on PostgreSQL (a pool).
+// see src/storage/sqlite-adapter.ts) as on PostgreSQL (a pool).
 
 let testDb: TestDatabase;
 let db: Database;

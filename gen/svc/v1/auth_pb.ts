@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file svc/v1/auth.proto.
  */
 export const file_svc_v1_auth: GenFile = /*@__PURE__*/
-  fileDesc("ChFzdmMvdjEvYXV0aC5wcm90bxIGc3ZjLnYxIk8KCEF1dGhSdWxlEicKC2NyZWRlbnRpYWxzGAEgAygOMhIuc3ZjLnYxLkNyZWRlbnRpYWwSGgoEcm9sZRgCIAEoDjIMLnN2Yy52MS5Sb2xlKrIBCgpDcmVkZW50aWFsEhoKFkNSRURFTlRJQUxfVU5TUEVDSUZJRUQQABITCg9DUkVERU5USUFMX05PTkUQARIWChJDUkVERU5USUFMX0FQSV9LRVkQAhIeChpDUkVERU5USUFMX1BVQkxJU0hBQkxFX0tFWRADEhkKFUNSRURFTlRJQUxfU0VDUkVUX0tFWRAEEiAKHENSRURFTlRJQUxfREFTSEJPQVJEX1NFU1NJT04QBSo9CgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABIPCgtST0xFX01FTUJFUhABEg4KClJPTEVfQURNSU4QAjpGCgRhdXRoEh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYuY4DIAEoCzIQLnN2Yy52MS5BdXRoUnVsZVIEYXV0aGIGcHJvdG8z", [file_google_protobuf_descriptor]);
+  fileDesc("ChFzdmMvdjEvYXV0aC5wcm90bxIGc3ZjLnYxIk8KCEF1dGhSdWxlEicKC2NyZWRlbnRpYWxzGAEgAygOMhIuc3ZjLnYxLkNyZWRlbnRpYWwSGgoEcm9sZRgCIAEoDjIMLnN2Yy52MS5Sb2xlKs4BCgpDcmVkZW50aWFsEhoKFkNSRURFTlRJQUxfVU5TUEVDSUZJRUQQABITCg9DUkVERU5USUFMX05PTkUQARIWChJDUkVERU5USUFMX0FQSV9LRVkQAhIeChpDUkVERU5USUFMX1BVQkxJU0hBQkxFX0tFWRADEhkKFUNSRURFTlRJQUxfU0VDUkVUX0tFWRAEEiAKHENSRURFTlRJQUxfREFTSEJPQVJEX1NFU1NJT04QBRIaChZDUkVERU5USUFMX0dBVEVXQVlfS0VZEAYqPQoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDwoLUk9MRV9NRU1CRVIQARIOCgpST0xFX0FETUlOEAI6RgoEYXV0aBIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLmOAyABKAsyEC5zdmMudjEuQXV0aFJ1bGVSBGF1dGhiBnByb3RvMw", [file_google_protobuf_descriptor]);
 
 /**
  * AuthRule declares, next to each RPC, which credentials it accepts and which
@@ -119,6 +119,16 @@ export enum Credential {
    * @generated from enum value: CREDENTIAL_DASHBOARD_SESSION = 5;
    */
   DASHBOARD_SESSION = 5,
+
+  /**
+   * A data-plane gateway's key, `gw_` + 43 base64url characters, of one
+   * organisation. It may only follow that organisation (GatewayService, and
+   * GetConfig / WatchConfig), check its sessions, and retrieve the secrets its
+   * current configuration references.
+   *
+   * @generated from enum value: CREDENTIAL_GATEWAY_KEY = 6;
+   */
+  GATEWAY_KEY = 6,
 }
 
 /**
@@ -127,7 +137,7 @@ export enum Credential {
  *
  * @generated from enum svc.v1.Credential
  */
-export type CredentialJson = "CREDENTIAL_UNSPECIFIED" | "CREDENTIAL_NONE" | "CREDENTIAL_API_KEY" | "CREDENTIAL_PUBLISHABLE_KEY" | "CREDENTIAL_SECRET_KEY" | "CREDENTIAL_DASHBOARD_SESSION";
+export type CredentialJson = "CREDENTIAL_UNSPECIFIED" | "CREDENTIAL_NONE" | "CREDENTIAL_API_KEY" | "CREDENTIAL_PUBLISHABLE_KEY" | "CREDENTIAL_SECRET_KEY" | "CREDENTIAL_DASHBOARD_SESSION" | "CREDENTIAL_GATEWAY_KEY";
 
 /**
  * Describes the enum svc.v1.Credential.

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file svc/v1/config.proto.
  */
 export const file_svc_v1_config: GenFile = /*@__PURE__*/
-  fileDesc("ChNzdmMvdjEvY29uZmlnLnByb3RvEgZzdmMudjEiKwoQR2V0Q29uZmlnUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkiMwoRR2V0Q29uZmlnUmVzcG9uc2USEAoIcmV2aXNpb24YASABKAUSDAoEeWFtbBgCIAEoCSKkAQoSQXBwbHlDb25maWdSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIMCgR5YW1sGAIgASgJEg4KBnN0cmljdBgDIAEoCBIPCgdkcnlfcnVuGAQgASgIEh4KEWV4cGVjdGVkX3JldmlzaW9uGAUgASgFSACIAQESEAoIaWZfbWF0Y2gYBiABKAlCFAoSX2V4cGVjdGVkX3JldmlzaW9uIn4KE0FwcGx5Q29uZmlnUmVzcG9uc2USEAoIcmV2aXNpb24YASABKAUSDwoHYXBwbGllZBgCIAEoCBIPCgdjcmVhdGVkGAMgAygJEg8KB3VwZGF0ZWQYBCADKAkSDwoHZGVsZXRlZBgFIAMoCRIRCgl1bmNoYW5nZWQYBiABKAUiXQoSV2F0Y2hDb25maWdSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIbCg5zaW5jZV9yZXZpc2lvbhgCIAEoBUgAiAEBQhEKD19zaW5jZV9yZXZpc2lvbiJoChNXYXRjaENvbmZpZ1Jlc3BvbnNlEhAKCHJldmlzaW9uGAEgASgFEgwKBHlhbWwYAiABKAkSDwoHY3JlYXRlZBgDIAMoCRIPCgd1cGRhdGVkGAQgAygJEg8KB2RlbGV0ZWQYBSADKAkiXAoaTGlzdENvbmZpZ1JldmlzaW9uc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJImEKG0xpc3RDb25maWdSZXZpc2lvbnNSZXNwb25zZRIpCglyZXZpc2lvbnMYASADKAsyFi5zdmMudjEuQ29uZmlnUmV2aXNpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIqQBCg5Db25maWdSZXZpc2lvbhIQCghyZXZpc2lvbhgBIAEoBRINCgVhY3RvchgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzb3VyY2UYBCABKAkSDwoHY3JlYXRlZBgFIAMoCRIPCgd1cGRhdGVkGAYgAygJEg8KB2RlbGV0ZWQYByADKAkiRQoYR2V0Q29uZmlnUmV2aXNpb25SZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIQCghyZXZpc2lvbhgCIAEoBSJTChlHZXRDb25maWdSZXZpc2lvblJlc3BvbnNlEigKCHJldmlzaW9uGAEgASgLMhYuc3ZjLnYxLkNvbmZpZ1JldmlzaW9uEgwKBHlhbWwYAiABKAkieAoVUm9sbGJhY2tDb25maWdSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIQCghyZXZpc2lvbhgCIAEoBRIeChFleHBlY3RlZF9yZXZpc2lvbhgDIAEoBUgAiAEBQhQKEl9leHBlY3RlZF9yZXZpc2lvbiJFChZSb2xsYmFja0NvbmZpZ1Jlc3BvbnNlEisKBnJlc3VsdBgBIAEoCzIbLnN2Yy52MS5BcHBseUNvbmZpZ1Jlc3BvbnNlMrAECg1Db25maWdTZXJ2aWNlEksKCUdldENvbmZpZxIYLnN2Yy52MS5HZXRDb25maWdSZXF1ZXN0Ghkuc3ZjLnYxLkdldENvbmZpZ1Jlc3BvbnNlIgnK8xgFCgECEAESUQoLQXBwbHlDb25maWcSGi5zdmMudjEuQXBwbHlDb25maWdSZXF1ZXN0Ghsuc3ZjLnYxLkFwcGx5Q29uZmlnUmVzcG9uc2UiCcrzGAUKAQIQARJTCgtXYXRjaENvbmZpZxIaLnN2Yy52MS5XYXRjaENvbmZpZ1JlcXVlc3QaGy5zdmMudjEuV2F0Y2hDb25maWdSZXNwb25zZSIJyvMYBQoBAhABMAESaQoTTGlzdENvbmZpZ1JldmlzaW9ucxIiLnN2Yy52MS5MaXN0Q29uZmlnUmV2aXNpb25zUmVxdWVzdBojLnN2Yy52MS5MaXN0Q29uZmlnUmV2aXNpb25zUmVzcG9uc2UiCcrzGAUKAQIQARJjChFHZXRDb25maWdSZXZpc2lvbhIgLnN2Yy52MS5HZXRDb25maWdSZXZpc2lvblJlcXVlc3QaIS5zdmMudjEuR2V0Q29uZmlnUmV2aXNpb25SZXNwb25zZSIJyvMYBQoBAhABEloKDlJvbGxiYWNrQ29uZmlnEh0uc3ZjLnYxLlJvbGxiYWNrQ29uZmlnUmVxdWVzdBoeLnN2Yy52MS5Sb2xsYmFja0NvbmZpZ1Jlc3BvbnNlIgnK8xgFCgECEAFiBnByb3RvMw", [file_google_protobuf_timestamp, file_svc_v1_auth]);
+  fileDesc("ChNzdmMvdjEvY29uZmlnLnByb3RvEgZzdmMudjEiKwoQR2V0Q29uZmlnUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkiMwoRR2V0Q29uZmlnUmVzcG9uc2USEAoIcmV2aXNpb24YASABKAUSDAoEeWFtbBgCIAEoCSKkAQoSQXBwbHlDb25maWdSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIMCgR5YW1sGAIgASgJEg4KBnN0cmljdBgDIAEoCBIPCgdkcnlfcnVuGAQgASgIEh4KEWV4cGVjdGVkX3JldmlzaW9uGAUgASgFSACIAQESEAoIaWZfbWF0Y2gYBiABKAlCFAoSX2V4cGVjdGVkX3JldmlzaW9uIn4KE0FwcGx5Q29uZmlnUmVzcG9uc2USEAoIcmV2aXNpb24YASABKAUSDwoHYXBwbGllZBgCIAEoCBIPCgdjcmVhdGVkGAMgAygJEg8KB3VwZGF0ZWQYBCADKAkSDwoHZGVsZXRlZBgFIAMoCRIRCgl1bmNoYW5nZWQYBiABKAUiXQoSV2F0Y2hDb25maWdSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIbCg5zaW5jZV9yZXZpc2lvbhgCIAEoBUgAiAEBQhEKD19zaW5jZV9yZXZpc2lvbiJoChNXYXRjaENvbmZpZ1Jlc3BvbnNlEhAKCHJldmlzaW9uGAEgASgFEgwKBHlhbWwYAiABKAkSDwoHY3JlYXRlZBgDIAMoCRIPCgd1cGRhdGVkGAQgAygJEg8KB2RlbGV0ZWQYBSADKAkiXAoaTGlzdENvbmZpZ1JldmlzaW9uc1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJImEKG0xpc3RDb25maWdSZXZpc2lvbnNSZXNwb25zZRIpCglyZXZpc2lvbnMYASADKAsyFi5zdmMudjEuQ29uZmlnUmV2aXNpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIqQBCg5Db25maWdSZXZpc2lvbhIQCghyZXZpc2lvbhgBIAEoBRINCgVhY3RvchgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZzb3VyY2UYBCABKAkSDwoHY3JlYXRlZBgFIAMoCRIPCgd1cGRhdGVkGAYgAygJEg8KB2RlbGV0ZWQYByADKAkiRQoYR2V0Q29uZmlnUmV2aXNpb25SZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIQCghyZXZpc2lvbhgCIAEoBSJTChlHZXRDb25maWdSZXZpc2lvblJlc3BvbnNlEigKCHJldmlzaW9uGAEgASgLMhYuc3ZjLnYxLkNvbmZpZ1JldmlzaW9uEgwKBHlhbWwYAiABKAkieAoVUm9sbGJhY2tDb25maWdSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIQCghyZXZpc2lvbhgCIAEoBRIeChFleHBlY3RlZF9yZXZpc2lvbhgDIAEoBUgAiAEBQhQKEl9leHBlY3RlZF9yZXZpc2lvbiJFChZSb2xsYmFja0NvbmZpZ1Jlc3BvbnNlEisKBnJlc3VsdBgBIAEoCzIbLnN2Yy52MS5BcHBseUNvbmZpZ1Jlc3BvbnNlMrIECg1Db25maWdTZXJ2aWNlEkwKCUdldENvbmZpZxIYLnN2Yy52MS5HZXRDb25maWdSZXF1ZXN0Ghkuc3ZjLnYxLkdldENvbmZpZ1Jlc3BvbnNlIgrK8xgGCgICBhABElEKC0FwcGx5Q29uZmlnEhouc3ZjLnYxLkFwcGx5Q29uZmlnUmVxdWVzdBobLnN2Yy52MS5BcHBseUNvbmZpZ1Jlc3BvbnNlIgnK8xgFCgECEAESVAoLV2F0Y2hDb25maWcSGi5zdmMudjEuV2F0Y2hDb25maWdSZXF1ZXN0Ghsuc3ZjLnYxLldhdGNoQ29uZmlnUmVzcG9uc2UiCsrzGAYKAgIGEAEwARJpChNMaXN0Q29uZmlnUmV2aXNpb25zEiIuc3ZjLnYxLkxpc3RDb25maWdSZXZpc2lvbnNSZXF1ZXN0GiMuc3ZjLnYxLkxpc3RDb25maWdSZXZpc2lvbnNSZXNwb25zZSIJyvMYBQoBAhABEmMKEUdldENvbmZpZ1JldmlzaW9uEiAuc3ZjLnYxLkdldENvbmZpZ1JldmlzaW9uUmVxdWVzdBohLnN2Yy52MS5HZXRDb25maWdSZXZpc2lvblJlc3BvbnNlIgnK8xgFCgECEAESWgoOUm9sbGJhY2tDb25maWcSHS5zdmMudjEuUm9sbGJhY2tDb25maWdSZXF1ZXN0Gh4uc3ZjLnYxLlJvbGxiYWNrQ29uZmlnUmVzcG9uc2UiCcrzGAUKAQIQAWIGcHJvdG8z", [file_google_protobuf_timestamp, file_svc_v1_auth]);
 
 /**
  * Request of GetConfig.
@@ -115,6 +115,15 @@ export type ApplyConfigRequest = Message<"svc.v1.ApplyConfigRequest"> & {
   /**
    * The YAML document (format version 1). At most 5 MiB.
    *
+   * A rule's `match.regex` is RE2 syntax (https://github.com/google/re2/wiki/Syntax)
+   * restricted to what JavaScript's RegExp reads the same way: the gateway matches
+   * it on every request with RE2, in time linear in the header value, so
+   * backreferences and lookaround are refused; so are RE2-only forms that
+   * JavaScript reads otherwise (\A, \z, \Q...\E, \pL, \x{...}, [[:alpha:]],
+   * inline flags such as (?i): use `ignore_case`), and patterns that compile to
+   * more than 100 RE2 instructions (a counted repetition such as {50} copies what
+   * it repeats). `\s` is [\t\n\f\r ] and case folding is Unicode simple folding.
+   *
    * @generated from field: string yaml = 2;
    */
   yaml: string;
@@ -169,6 +178,15 @@ export type ApplyConfigRequestJson = {
 
   /**
    * The YAML document (format version 1). At most 5 MiB.
+   *
+   * A rule's `match.regex` is RE2 syntax (https://github.com/google/re2/wiki/Syntax)
+   * restricted to what JavaScript's RegExp reads the same way: the gateway matches
+   * it on every request with RE2, in time linear in the header value, so
+   * backreferences and lookaround are refused; so are RE2-only forms that
+   * JavaScript reads otherwise (\A, \z, \Q...\E, \pL, \x{...}, [[:alpha:]],
+   * inline flags such as (?i): use `ignore_case`), and patterns that compile to
+   * more than 100 RE2 instructions (a counted repetition such as {50} copies what
+   * it repeats). `\s` is [\t\n\f\r ] and case folding is Unicode simple folding.
    *
    * @generated from field: string yaml = 2;
    */
@@ -907,6 +925,7 @@ export const ConfigService: GenService<{
    * GetConfig exports the whole configuration. Export is deterministic: the same
    * state always gives the same bytes, and re-importing it changes nothing.
    * REST: GET /organization/{id}/config (YAML body, `ETag: "<revision>"`).
+   * A gateway key reads its own organisation's configuration.
    *
    * @generated from rpc svc.v1.ConfigService.GetConfig
    */
@@ -931,7 +950,7 @@ export const ConfigService: GenService<{
   /**
    * WatchConfig streams the current revision and then every new one. A
    * subscriber that reconnects with `since_revision` first receives every
-   * revision it missed, in order.
+   * revision it missed, in order. A gateway key watches its own organisation.
    *
    * @generated from rpc svc.v1.ConfigService.WatchConfig
    */

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file svc/v1/secrets.proto.
  */
 export const file_svc_v1_secrets: GenFile = /*@__PURE__*/
-  fileDesc("ChRzdmMvdjEvc2VjcmV0cy5wcm90bxIGc3ZjLnYxIi4KE0dldFB1YmxpY0tleVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIj4KFEdldFB1YmxpY0tleVJlc3BvbnNlEhYKDnB1YmxpY19rZXlfcGVtGAEgASgJEg4KBmtleV9pZBgCIAEoCSJ6CgZTZWNyZXQSDAoEbmFtZRgBIAEoCRITCgtlbnZpcm9ubWVudBgCIAEoCRIPCgd2ZXJzaW9uGAMgASgFEgwKBHRhZ3MYBCADKAkSLgoKdXBkYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiswEKEFB1dFNlY3JldFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSFwoPZW5jcnlwdGVkX3ZhbHVlGAQgASgJEhMKBnNlYWxlZBgFIAEoCEgAiAEBEgwKBHRhZ3MYBiADKAkSEgoFdmFsdWUYByABKAlIAYgBAUIJCgdfc2VhbGVkQggKBl92YWx1ZSKFAQoRUHV0U2VjcmV0UmVzcG9uc2USDAoEbmFtZRgBIAEoCRITCgtlbnZpcm9ubWVudBgCIAEoCRIPCgd2ZXJzaW9uGAMgASgFEgwKBHRhZ3MYBCADKAkSLgoKdXBkYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiUAoSTGlzdFNlY3JldHNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRITCgtlbnZpcm9ubWVudBgCIAEoCRIMCgR0YWdzGAMgAygJIjYKE0xpc3RTZWNyZXRzUmVzcG9uc2USHwoHc2VjcmV0cxgBIAMoCzIOLnN2Yy52MS5TZWNyZXQiewoWUmV0cmlldmVTZWNyZXRzUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEwoLZW52aXJvbm1lbnQYAiABKAkSDQoFbmFtZXMYAyADKAkSDAoEdGFncxgEIAMoCRIWCg5wdWJsaWNfa2V5X3BlbRgFIAEoCSJLChdSZXRyaWV2ZVNlY3JldHNSZXNwb25zZRIZChFlbmNyeXB0ZWRfc2VjcmV0cxgBIAEoCRIVCg1lbmNyeXB0ZWRfa2V5GAIgASgJIlEKE0RlbGV0ZVNlY3JldFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiFgoURGVsZXRlU2VjcmV0UmVzcG9uc2UiVwoZTGlzdFNlY3JldFZlcnNpb25zUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEwoLZW52aXJvbm1lbnQYAiABKAkSDAoEbmFtZRgDIAEoCSJtCg1TZWNyZXRWZXJzaW9uEg8KB3ZlcnNpb24YASABKAUSDAoEdGFncxgCIAMoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVhY3RvchgEIAEoCSJFChpMaXN0U2VjcmV0VmVyc2lvbnNSZXNwb25zZRInCgh2ZXJzaW9ucxgBIAMoCzIVLnN2Yy52MS5TZWNyZXRWZXJzaW9uIl4KHExpc3RTZWNyZXRBdWRpdEV2ZW50c1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIoUBChBTZWNyZXRBdWRpdEV2ZW50Eg4KBmFjdGlvbhgBIAEoCRINCgVhY3RvchgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRINCgVuYW1lcxgEIAMoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJiCh1MaXN0U2VjcmV0QXVkaXRFdmVudHNSZXNwb25zZRIoCgZldmVudHMYASADKAsyGC5zdmMudjEuU2VjcmV0QXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkylAUKDlNlY3JldHNTZXJ2aWNlElQKDEdldFB1YmxpY0tleRIbLnN2Yy52MS5HZXRQdWJsaWNLZXlSZXF1ZXN0Ghwuc3ZjLnYxLkdldFB1YmxpY0tleVJlc3BvbnNlIgnK8xgFCgECEAISSwoJUHV0U2VjcmV0Ehguc3ZjLnYxLlB1dFNlY3JldFJlcXVlc3QaGS5zdmMudjEuUHV0U2VjcmV0UmVzcG9uc2UiCcrzGAUKAQIQAhJRCgtMaXN0U2VjcmV0cxIaLnN2Yy52MS5MaXN0U2VjcmV0c1JlcXVlc3QaGy5zdmMudjEuTGlzdFNlY3JldHNSZXNwb25zZSIJyvMYBQoBAhACEl0KD1JldHJpZXZlU2VjcmV0cxIeLnN2Yy52MS5SZXRyaWV2ZVNlY3JldHNSZXF1ZXN0Gh8uc3ZjLnYxLlJldHJpZXZlU2VjcmV0c1Jlc3BvbnNlIgnK8xgFCgECEAISVAoMRGVsZXRlU2VjcmV0Ehsuc3ZjLnYxLkRlbGV0ZVNlY3JldFJlcXVlc3QaHC5zdmMudjEuRGVsZXRlU2VjcmV0UmVzcG9uc2UiCcrzGAUKAQIQAhJmChJMaXN0U2VjcmV0VmVyc2lvbnMSIS5zdmMudjEuTGlzdFNlY3JldFZlcnNpb25zUmVxdWVzdBoiLnN2Yy52MS5MaXN0U2VjcmV0VmVyc2lvbnNSZXNwb25zZSIJyvMYBQoBAhACEm8KFUxpc3RTZWNyZXRBdWRpdEV2ZW50cxIkLnN2Yy52MS5MaXN0U2VjcmV0QXVkaXRFdmVudHNSZXF1ZXN0GiUuc3ZjLnYxLkxpc3RTZWNyZXRBdWRpdEV2ZW50c1Jlc3BvbnNlIgnK8xgFCgECEAJiBnByb3RvMw", [file_google_protobuf_timestamp, file_svc_v1_auth]);
+  fileDesc("ChRzdmMvdjEvc2VjcmV0cy5wcm90bxIGc3ZjLnYxIi4KE0dldFB1YmxpY0tleVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIj4KFEdldFB1YmxpY0tleVJlc3BvbnNlEhYKDnB1YmxpY19rZXlfcGVtGAEgASgJEg4KBmtleV9pZBgCIAEoCSJ6CgZTZWNyZXQSDAoEbmFtZRgBIAEoCRITCgtlbnZpcm9ubWVudBgCIAEoCRIPCgd2ZXJzaW9uGAMgASgFEgwKBHRhZ3MYBCADKAkSLgoKdXBkYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiswEKEFB1dFNlY3JldFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSFwoPZW5jcnlwdGVkX3ZhbHVlGAQgASgJEhMKBnNlYWxlZBgFIAEoCEgAiAEBEgwKBHRhZ3MYBiADKAkSEgoFdmFsdWUYByABKAlIAYgBAUIJCgdfc2VhbGVkQggKBl92YWx1ZSKFAQoRUHV0U2VjcmV0UmVzcG9uc2USDAoEbmFtZRgBIAEoCRITCgtlbnZpcm9ubWVudBgCIAEoCRIPCgd2ZXJzaW9uGAMgASgFEgwKBHRhZ3MYBCADKAkSLgoKdXBkYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiUAoSTGlzdFNlY3JldHNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRITCgtlbnZpcm9ubWVudBgCIAEoCRIMCgR0YWdzGAMgAygJIjYKE0xpc3RTZWNyZXRzUmVzcG9uc2USHwoHc2VjcmV0cxgBIAMoCzIOLnN2Yy52MS5TZWNyZXQiMgoXTGlzdEVudmlyb25tZW50c1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIjAKGExpc3RFbnZpcm9ubWVudHNSZXNwb25zZRIUCgxlbnZpcm9ubWVudHMYASADKAkiewoWUmV0cmlldmVTZWNyZXRzUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEwoLZW52aXJvbm1lbnQYAiABKAkSDQoFbmFtZXMYAyADKAkSDAoEdGFncxgEIAMoCRIWCg5wdWJsaWNfa2V5X3BlbRgFIAEoCSJLChdSZXRyaWV2ZVNlY3JldHNSZXNwb25zZRIZChFlbmNyeXB0ZWRfc2VjcmV0cxgBIAEoCRIVCg1lbmNyeXB0ZWRfa2V5GAIgASgJIlEKE0RlbGV0ZVNlY3JldFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiFgoURGVsZXRlU2VjcmV0UmVzcG9uc2UiVwoZTGlzdFNlY3JldFZlcnNpb25zUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEwoLZW52aXJvbm1lbnQYAiABKAkSDAoEbmFtZRgDIAEoCSJtCg1TZWNyZXRWZXJzaW9uEg8KB3ZlcnNpb24YASABKAUSDAoEdGFncxgCIAMoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVhY3RvchgEIAEoCSJFChpMaXN0U2VjcmV0VmVyc2lvbnNSZXNwb25zZRInCgh2ZXJzaW9ucxgBIAMoCzIVLnN2Yy52MS5TZWNyZXRWZXJzaW9uIl4KHExpc3RTZWNyZXRBdWRpdEV2ZW50c1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIoUBChBTZWNyZXRBdWRpdEV2ZW50Eg4KBmFjdGlvbhgBIAEoCRINCgVhY3RvchgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRINCgVuYW1lcxgEIAMoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJiCh1MaXN0U2VjcmV0QXVkaXRFdmVudHNSZXNwb25zZRIoCgZldmVudHMYASADKAsyGC5zdmMudjEuU2VjcmV0QXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAky9wUKDlNlY3JldHNTZXJ2aWNlElQKDEdldFB1YmxpY0tleRIbLnN2Yy52MS5HZXRQdWJsaWNLZXlSZXF1ZXN0Ghwuc3ZjLnYxLkdldFB1YmxpY0tleVJlc3BvbnNlIgnK8xgFCgECEAISSwoJUHV0U2VjcmV0Ehguc3ZjLnYxLlB1dFNlY3JldFJlcXVlc3QaGS5zdmMudjEuUHV0U2VjcmV0UmVzcG9uc2UiCcrzGAUKAQIQAhJRCgtMaXN0U2VjcmV0cxIaLnN2Yy52MS5MaXN0U2VjcmV0c1JlcXVlc3QaGy5zdmMudjEuTGlzdFNlY3JldHNSZXNwb25zZSIJyvMYBQoBAhACEl4KD1JldHJpZXZlU2VjcmV0cxIeLnN2Yy52MS5SZXRyaWV2ZVNlY3JldHNSZXF1ZXN0Gh8uc3ZjLnYxLlJldHJpZXZlU2VjcmV0c1Jlc3BvbnNlIgrK8xgGCgICBhACElQKDERlbGV0ZVNlY3JldBIbLnN2Yy52MS5EZWxldGVTZWNyZXRSZXF1ZXN0Ghwuc3ZjLnYxLkRlbGV0ZVNlY3JldFJlc3BvbnNlIgnK8xgFCgECEAISYAoQTGlzdEVudmlyb25tZW50cxIfLnN2Yy52MS5MaXN0RW52aXJvbm1lbnRzUmVxdWVzdBogLnN2Yy52MS5MaXN0RW52aXJvbm1lbnRzUmVzcG9uc2UiCcrzGAUKAQIQAhJmChJMaXN0U2VjcmV0VmVyc2lvbnMSIS5zdmMudjEuTGlzdFNlY3JldFZlcnNpb25zUmVxdWVzdBoiLnN2Yy52MS5MaXN0U2VjcmV0VmVyc2lvbnNSZXNwb25zZSIJyvMYBQoBAhACEm8KFUxpc3RTZWNyZXRBdWRpdEV2ZW50cxIkLnN2Yy52MS5MaXN0U2VjcmV0QXVkaXRFdmVudHNSZXF1ZXN0GiUuc3ZjLnYxLkxpc3RTZWNyZXRBdWRpdEV2ZW50c1Jlc3BvbnNlIgnK8xgFCgECEAJiBnByb3RvMw", [file_google_protobuf_timestamp, file_svc_v1_auth]);
 
 /**
  * Request of GetPublicKey.
@@ -507,6 +507,76 @@ export const ListSecretsResponseSchema: GenMessage<ListSecretsResponse, {jsonTyp
   messageDesc(file_svc_v1_secrets, 6);
 
 /**
+ * Request of ListEnvironments.
+ *
+ * @generated from message svc.v1.ListEnvironmentsRequest
+ */
+export type ListEnvironmentsRequest = Message<"svc.v1.ListEnvironmentsRequest"> & {
+  /**
+   * Organisation id (a UUID).
+   *
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+};
+
+/**
+ * Request of ListEnvironments.
+ *
+ * @generated from message svc.v1.ListEnvironmentsRequest
+ */
+export type ListEnvironmentsRequestJson = {
+  /**
+   * Organisation id (a UUID).
+   *
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId?: string;
+};
+
+/**
+ * Describes the message svc.v1.ListEnvironmentsRequest.
+ * Use `create(ListEnvironmentsRequestSchema)` to create a new message.
+ */
+export const ListEnvironmentsRequestSchema: GenMessage<ListEnvironmentsRequest, {jsonType: ListEnvironmentsRequestJson}> = /*@__PURE__*/
+  messageDesc(file_svc_v1_secrets, 7);
+
+/**
+ * Answer of ListEnvironments.
+ *
+ * @generated from message svc.v1.ListEnvironmentsResponse
+ */
+export type ListEnvironmentsResponse = Message<"svc.v1.ListEnvironmentsResponse"> & {
+  /**
+   * Environments with at least one secret, sorted by name (byte order).
+   *
+   * @generated from field: repeated string environments = 1;
+   */
+  environments: string[];
+};
+
+/**
+ * Answer of ListEnvironments.
+ *
+ * @generated from message svc.v1.ListEnvironmentsResponse
+ */
+export type ListEnvironmentsResponseJson = {
+  /**
+   * Environments with at least one secret, sorted by name (byte order).
+   *
+   * @generated from field: repeated string environments = 1;
+   */
+  environments?: string[];
+};
+
+/**
+ * Describes the message svc.v1.ListEnvironmentsResponse.
+ * Use `create(ListEnvironmentsResponseSchema)` to create a new message.
+ */
+export const ListEnvironmentsResponseSchema: GenMessage<ListEnvironmentsResponse, {jsonType: ListEnvironmentsResponseJson}> = /*@__PURE__*/
+  messageDesc(file_svc_v1_secrets, 8);
+
+/**
  * Request of RetrieveSecrets.
  *
  * @generated from message svc.v1.RetrieveSecretsRequest
@@ -595,7 +665,7 @@ export type RetrieveSecretsRequestJson = {
  * Use `create(RetrieveSecretsRequestSchema)` to create a new message.
  */
 export const RetrieveSecretsRequestSchema: GenMessage<RetrieveSecretsRequest, {jsonType: RetrieveSecretsRequestJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 7);
+  messageDesc(file_svc_v1_secrets, 9);
 
 /**
  * Answer of RetrieveSecrets. Decrypt encrypted_key with the private key matching
@@ -648,7 +718,7 @@ export type RetrieveSecretsResponseJson = {
  * Use `create(RetrieveSecretsResponseSchema)` to create a new message.
  */
 export const RetrieveSecretsResponseSchema: GenMessage<RetrieveSecretsResponse, {jsonType: RetrieveSecretsResponseJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 8);
+  messageDesc(file_svc_v1_secrets, 10);
 
 /**
  * Request of DeleteSecret.
@@ -711,7 +781,7 @@ export type DeleteSecretRequestJson = {
  * Use `create(DeleteSecretRequestSchema)` to create a new message.
  */
 export const DeleteSecretRequestSchema: GenMessage<DeleteSecretRequest, {jsonType: DeleteSecretRequestJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 9);
+  messageDesc(file_svc_v1_secrets, 11);
 
 /**
  * Answer of DeleteSecret (empty).
@@ -734,7 +804,7 @@ export type DeleteSecretResponseJson = {
  * Use `create(DeleteSecretResponseSchema)` to create a new message.
  */
 export const DeleteSecretResponseSchema: GenMessage<DeleteSecretResponse, {jsonType: DeleteSecretResponseJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 10);
+  messageDesc(file_svc_v1_secrets, 12);
 
 /**
  * Request of ListSecretVersions.
@@ -797,7 +867,7 @@ export type ListSecretVersionsRequestJson = {
  * Use `create(ListSecretVersionsRequestSchema)` to create a new message.
  */
 export const ListSecretVersionsRequestSchema: GenMessage<ListSecretVersionsRequest, {jsonType: ListSecretVersionsRequestJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 11);
+  messageDesc(file_svc_v1_secrets, 13);
 
 /**
  * SecretVersion describes one kept version of a secret (never its value).
@@ -874,7 +944,7 @@ export type SecretVersionJson = {
  * Use `create(SecretVersionSchema)` to create a new message.
  */
 export const SecretVersionSchema: GenMessage<SecretVersion, {jsonType: SecretVersionJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 12);
+  messageDesc(file_svc_v1_secrets, 14);
 
 /**
  * Answer of ListSecretVersions.
@@ -909,7 +979,7 @@ export type ListSecretVersionsResponseJson = {
  * Use `create(ListSecretVersionsResponseSchema)` to create a new message.
  */
 export const ListSecretVersionsResponseSchema: GenMessage<ListSecretVersionsResponse, {jsonType: ListSecretVersionsResponseJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 13);
+  messageDesc(file_svc_v1_secrets, 15);
 
 /**
  * Request of ListSecretAuditEvents.
@@ -972,7 +1042,7 @@ export type ListSecretAuditEventsRequestJson = {
  * Use `create(ListSecretAuditEventsRequestSchema)` to create a new message.
  */
 export const ListSecretAuditEventsRequestSchema: GenMessage<ListSecretAuditEventsRequest, {jsonType: ListSecretAuditEventsRequestJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 14);
+  messageDesc(file_svc_v1_secrets, 16);
 
 /**
  * SecretAuditEvent records one write, delete or retrieve (never values).
@@ -1063,7 +1133,7 @@ export type SecretAuditEventJson = {
  * Use `create(SecretAuditEventSchema)` to create a new message.
  */
 export const SecretAuditEventSchema: GenMessage<SecretAuditEvent, {jsonType: SecretAuditEventJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 15);
+  messageDesc(file_svc_v1_secrets, 17);
 
 /**
  * Answer of ListSecretAuditEvents.
@@ -1112,7 +1182,7 @@ export type ListSecretAuditEventsResponseJson = {
  * Use `create(ListSecretAuditEventsResponseSchema)` to create a new message.
  */
 export const ListSecretAuditEventsResponseSchema: GenMessage<ListSecretAuditEventsResponse, {jsonType: ListSecretAuditEventsResponseJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 16);
+  messageDesc(file_svc_v1_secrets, 18);
 
 /**
  * SecretsService stores named secrets per organisation and environment. Values
@@ -1162,6 +1232,9 @@ export const SecretsService: GenService<{
   /**
    * RetrieveSecrets returns the selected secrets' values, encrypted to the
    * caller's public key. REST: POST /organization/{id}/secrets/retrieve.
+   * A gateway key may retrieve only secrets its organisation's current
+   * configuration references (`${secret:<environment>/<name>}`), by name and
+   * without tags; anything else is permission_denied (secret_not_referenced).
    *
    * @generated from rpc svc.v1.SecretsService.RetrieveSecrets
    */
@@ -1180,6 +1253,18 @@ export const SecretsService: GenService<{
     methodKind: "unary";
     input: typeof DeleteSecretRequestSchema;
     output: typeof DeleteSecretResponseSchema;
+  },
+  /**
+   * ListEnvironments lists the environments that hold at least one secret, sorted
+   * (byte order), so that a client can tell a typo in an environment name from an
+   * environment that is empty on purpose. Connect only (no REST path).
+   *
+   * @generated from rpc svc.v1.SecretsService.ListEnvironments
+   */
+  listEnvironments: {
+    methodKind: "unary";
+    input: typeof ListEnvironmentsRequestSchema;
+    output: typeof ListEnvironmentsResponseSchema;
   },
   /**
    * ListSecretVersions lists the kept versions of one secret (metadata only), newest first.

@@ -8,6 +8,7 @@ import { renderConfiguration } from "./pages/configuration.js";
 import { renderIdentities, renderIdentity } from "./pages/identities.js";
 import { renderIdentityKeys } from "./pages/identity-keys.js";
 import { renderIdentitySettings } from "./pages/identity-settings.js";
+import { renderInvitation } from "./pages/invitation.js";
 import { renderMembers } from "./pages/members.js";
 import { renderPasskeys } from "./pages/passkeys.js";
 import { renderSecrets } from "./pages/secrets.js";
@@ -61,7 +62,8 @@ function navigate(path: string, options: { replace?: boolean } = {}): void {
 }
 
 function signedOut(message = "Your dashboard session has ended: sign in again."): void {
-  if (location.pathname.startsWith("/dashboard/sign-in") || location.pathname.startsWith("/dashboard/setup")) return;
+  // Pages that work without a session handle its absence themselves.
+  if (["/dashboard/sign-in", "/dashboard/setup", "/dashboard/invitation"].some((p) => location.pathname.startsWith(p))) return;
   session = null;
   notice = message;
   const next = location.pathname;
@@ -134,6 +136,17 @@ async function render(): Promise<void> {
   if (path === "/dashboard/setup") {
     document.title = "Set up your account · Gatehouse";
     return renderSetup(root, { navigate: (p) => navigate(p, { replace: true }) });
+  }
+  if (path === "/dashboard/invitation") {
+    document.title = "Accept your invitation · Gatehouse";
+    return renderInvitation(root, {
+      joined(organizationId) {
+        // The session's organisations have changed: read them again, and open the one just joined.
+        session = null;
+        if (organizationId !== "") localStorage.setItem(organizationKey, organizationId);
+        navigate("/dashboard/api-keys", { replace: true });
+      },
+    });
   }
   if (path === "/dashboard/sign-in") {
     document.title = "Sign in · Gatehouse";

@@ -103,23 +103,6 @@ export function checkUpstream(value: string): string | undefined {
   return undefined;
 }
 
-/** JavaScript RegExp source, without delimiters or inline flags. */
-export function checkRegex(value: string): string | undefined {
-  if (value.length === 0) return "is empty: give a pattern (a JavaScript regular expression without delimiters)";
-  if (value.length > 1024) return "is longer than 1024 characters";
-  if (/^\(\?[a-zA-Z]+\)/.test(value)) return "inline flags such as (?i) are not JavaScript: remove them and set ignore_case: true";
-  if (/^\/.+\/[dgimsuyv]*$/s.test(value)) {
-    return 'write the pattern without /delimiters/ and flags (e.g. "bot", not "/bot/i"); use ignore_case: true for case-insensitive matching, and \\/ for a literal slash at either end';
-  }
-  try {
-    new RegExp(value);
-  } catch (error) {
-    const reason = error instanceof Error ? error.message.replace(/^Invalid regular expression: \/.*\/[a-z]*: /s, "") : "invalid";
-    return `is not a valid JavaScript regular expression: ${reason}`;
-  }
-  return undefined;
-}
-
 /** An IPv4 or IPv6 CIDR block whose host bits are zero. */
 export function checkCidr(value: string): string | undefined {
   const shown = describeValue(value);

@@ -6,10 +6,21 @@ import { configError, placeViolations, readConfigDocument, type ReadDocument } f
 import { createExportCache, type ExportedConfig } from "./export-cache.js";
 import type { RevisionCondition } from "./if-match.js";
 import { renderConfigDocument } from "./render-config-document.js";
+import { checkSecretReferences, type SecretReference } from "./secret-references.js";
 
 export interface ConfigManagerDeps {
-  /** Runs fn with a store bound to one transaction; `announce` publishes a new revision once it commits. */
-  transaction<T>(fn: (store: ConfigStore, announce: (organizationId: string, revision: number) => void) => Promise<T>): Promise<T>;
+  /**
+   * Runs fn with a store bound to one transaction; `announce` publishes a new
+   * revision once it commits; `existingSecrets` reads, in the same transaction,
+   * which of the given secrets exist (keys `<environment>/<name>`).
+   */
+  transaction<T>(
+    fn: (
+      store: ConfigStore,
+      announce: (organizationId: string, revision: number) => void,
+      existingSecrets: (organizationId: string, secrets: readonly SecretReference[]) => Promise<Set<string>>,
+    ) => Promise<T>,
+  ): Promise<T>;
   /** Runs reads that must not see another transaction's uncommitted writes. */
   read<T>(fn: (store: ConfigStore) => Promise<T>): Promise<T>;
   /** Calls onChange whenever the organisation may have a new revision. */
@@ -55,6 +66,8 @@ export interface ApplyInput {
   /** An If-Match precondition (REST), as an alternative to expectedRevision. */
   ifMatch?: RevisionCondition | undefined;
   actor: string;
+  /** The caller's role: adding or changing a secret reference needs "admin". */
+  role: "admin" | "member" | undefined;
 }
 
 const defaultPageSize = 20;
@@ -94,9 +107,10 @@ export function createConfigManager(deps: ConfigManagerDeps) {
       ifMatch?: RevisionCondition | undefined;
       actor: string;
       source: string;
+      role: ApplyInput["role"];
     },
   ): Promise<ApplyResult> {
-    const result = await deps.transaction(async (store, announce) => {
+    const result = await deps.transaction(async (store, announce, existingSecrets) => {
       const current = await store.lockConfiguration(organizationId);
       if (current === null) throw new DomainError("not_found", "organization_not_found", `organisation "${organizationId}" does not exist`);
       if (options.expectedRevision !== undefined && options.expectedRevision !== current) {
@@ -113,9 +127,19 @@ export function createConfigManager(deps: ConfigManagerDeps) {
           `the configuration is at revision ${current} (ETag "${current}"), which If-Match ${options.ifMatch.describe} does not match by strong comparison: nothing was changed; fetch it again and re-apply your change`,
         );
       }
-      const plan = planConfigChange(await store.listResources(organizationId), read.document, options.strict);
+      const before = await store.listResources(organizationId);
+      const plan = planConfigChange(before, read.document, options.strict);
       const dangling = checkReferences(read.document, plan.resulting);
       if (dangling.length > 0) throw configError(placeViolations(dangling, read.locate));
+      await checkSecretReferences({
+        organizationId,
+        document: read.document,
+        locate: read.locate,
+        before,
+        after: plan.resulting,
+        role: options.role,
+        existing: (secrets) => existingSecrets(organizationId, secrets),
+      });
       const summary = { created: plan.created, updated: plan.updated, deleted: plan.deleted, unchanged: plan.unchanged };
       if (options.dryRun) return { revision: current, applied: false, ...summary };
       if (isEmptyPlan(plan)) return { revision: current, applied: true, ...summary };
@@ -182,6 +206,7 @@ export function createConfigManager(deps: ConfigManagerDeps) {
         ifMatch: input.ifMatch,
         actor: input.actor,
         source: input.strict ? "import-strict" : "import",
+        role: input.role,
       });
     },
 
@@ -191,6 +216,7 @@ export function createConfigManager(deps: ConfigManagerDeps) {
       revision: number;
       expectedRevision?: number | undefined;
       actor: string;
+      role: ApplyInput["role"];
     }): Promise<ApplyResult> {
       const target = await findRevision(input.organizationId, input.revision);
       return applyDocument(input.organizationId, readConfigDocument(target.document), {
@@ -199,6 +225,7 @@ export function createConfigManager(deps: ConfigManagerDeps) {
         expectedRevision: input.expectedRevision,
         actor: input.actor,
         source: `rollback:${input.revision}`,
+        role: input.role,
       });
     },
 

@@ -11,7 +11,12 @@
  * duplicate keys, non-string keys, unusual numbers...): the caller then parses
  * with the `yaml` package, which gives the same value for every document this
  * reader accepts (YAML 1.2 core schema). A differential test holds them equal.
+ * It also leaves to the package any document nested deeper than
+ * maxNestingDepth (which that reader refuses, with the place): so its own
+ * recursion never goes deeper than that.
  */
+
+import { maxNestingDepth } from "./parse-yaml-document.js";
 
 /** Characters this reader does not handle: tabs, control characters, BOM, lone surrogates, Unicode line separators. */
 const unsupportedCharacters = /[\x00-\x08\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]/;
@@ -77,6 +82,8 @@ export function parseYamlSubset(
 /** The content lines of the text (blank and comment lines left out), as offsets into it. */
 class BlockReader {
   position = 0;
+  /** How many lists and mappings enclose the value being read. */
+  depth = 0;
   count = 0;
   /** Position of the value read last (when tracking positions). */
   last: PositionNode | undefined;
@@ -149,6 +156,7 @@ class BlockReader {
 
   /** A block mapping whose keys start at column `indent`. */
   mapping(indent: number): Record<string, unknown> {
+    if (++this.depth > maxNestingDepth) bail();
     const result: Record<string, unknown> = {};
     const node: PositionNode | undefined = this.track ? { offset: this.starts[this.position] as number, children: new Map() } : undefined;
     while (this.position < this.count && (this.indents[this.position] as number) >= indent) {
@@ -167,12 +175,14 @@ class BlockReader {
       else result[key] = this.inlineValue(rest, end, indent);
       node?.children?.set(key, { keyOffset: start, node: this.last as PositionNode });
     }
+    this.depth--;
     this.last = node;
     return result;
   }
 
   /** A block sequence whose dashes stand at column `indent`. */
   sequence(indent: number): unknown[] {
+    if (++this.depth > maxNestingDepth) bail();
     const result: unknown[] = [];
     const node: PositionNode | undefined = this.track ? { offset: this.starts[this.position] as number, children: new Map() } : undefined;
     while (this.position < this.count && this.indents[this.position] === indent && this.isSequenceEntry(this.position)) {
@@ -201,6 +211,7 @@ class BlockReader {
     }
     // A line indented deeper than the dashes but not part of an entry is an error in YAML.
     if (this.position < this.count && (this.indents[this.position] as number) > indent) bail();
+    this.depth--;
     this.last = node;
     return result;
   }
@@ -219,7 +230,7 @@ class BlockReader {
 
   /** A value written on the same line as its key or dash. */
   private inlineValue(from: number, end: number, parentIndent: number): unknown {
-    const scanner = new Scanner(this.src, from, end, this.track);
+    const scanner = new Scanner(this.src, from, end, this.track, this.depth);
     const value = scanner.blockValue();
     this.last = scanner.last;
     // A following line indented deeper would continue a multi-line scalar.
@@ -238,6 +249,8 @@ class Scanner {
     private index: number,
     private readonly end: number,
     private readonly track: boolean,
+    /** How many lists and mappings enclose the value being read. */
+    private depth: number,
   ) {}
 
   private mark(offset: number): void {
@@ -344,6 +357,13 @@ class Scanner {
   }
 
   private flow(): unknown {
+    if (++this.depth > maxNestingDepth) bail();
+    const value = this.flowCollection();
+    this.depth--;
+    return value;
+  }
+
+  private flowCollection(): unknown {
     const node: PositionNode | undefined = this.track ? { offset: this.index, children: new Map() } : undefined;
     const open = this.src[this.index];
     this.index++;

@@ -1,15 +1,10 @@
-import { isAlias, isMap, isScalar, isSeq, LineCounter, parseDocument, visit, type Document, type Node } from "yaml";
+import { isAlias, isMap, isScalar, isSeq, type LineCounter, visit, type Document, type Node, type Pair, type YAMLMap } from "yaml";
 import { DomainError, type Violation } from "../errors.js";
+import { parseYamlDocument } from "./parse-yaml-document.js";
 import { parseYamlSubset, type PositionNode } from "./parse-yaml-subset.js";
 import { formatPath, type PathSegment, type PathViolation } from "./path-violations.js";
 import { validateConfigDocument, type ValidatedDocument } from "./validate-config-document.js";
 
-/**
- * How many times aliases may be expanded while reading a document (the
- * `yaml` package's maxAliasCount): enough for a shared anchor on every route
- * of a large document, far too few for a "billion laughs" expansion.
- */
-export const maxAliasExpansions = 10_000;
 /** At most this many violations are listed; a last one says how many more there were. */
 export const maxListedViolations = 1_000;
 
@@ -44,32 +39,10 @@ export function readConfigDocument(text: string): ReadDocument {
     if (violations.length > 0) throw configError(placeViolations(violations, locate));
     return { document, locate };
   }
-  const lineCounter = new LineCounter();
-  const parsed = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true, keepSourceTokens: false });
-  if (parsed.errors.length > 0) {
-    throw configError(
-      parsed.errors.map((error) => {
-        const { line, col } = lineCounter.linePos(error.pos[0]);
-        return { field: "document", description: describeYamlError(error.code, error.message), line, column: col };
-      }),
-    );
-  }
-  let value: unknown;
-  try {
-    value = parsed.toJS({ maxAliasCount: maxAliasExpansions });
-  } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    throw configError([
-      {
-        field: "document",
-        description: /Excessive alias count/.test(message)
-          ? `aliases expand too much (more than ${maxAliasExpansions} expansions): write the document without deeply nested anchors`
-          : `cannot be read: ${message}`,
-      },
-    ]);
-  }
-  const locate = createLocator(parsed, lineCounter);
-  const { document, violations } = validateConfigDocument(value);
+  const parsed = parseYamlDocument(text);
+  if (!parsed.ok) throw configError(parsed.problems.map((problem) => ({ field: "document", ...problem })));
+  const locate = createLocator(parsed.document, parsed.lineCounter);
+  const { document, violations } = validateConfigDocument(parsed.value);
   if (violations.length > 0) throw configError(placeViolations(violations, locate));
   return { document, locate };
 }
@@ -103,12 +76,6 @@ export function configError(violations: Violation[]): DomainError {
           .map((v) => `${v.field}${where(v)}: ${v.description}`)
           .join("; ")}${violations.length > 5 ? "; ..." : ""}`;
   return new DomainError("invalid_argument", "invalid_config", message, listed);
-}
-
-function describeYamlError(code: string, message: string): string {
-  if (code === "MULTIPLE_DOCS") return "the body holds more than one YAML document (---): send exactly one";
-  if (code === "DUPLICATE_KEY") return `${message}: each key may appear once per mapping`;
-  return `invalid YAML: ${message}`;
 }
 
 /** A locator built when first needed: from the fast reader's positions, else from the `yaml` package's nodes. */
@@ -155,10 +122,10 @@ export function fastLocator(text: string): Locate | undefined {
   };
 }
 
-/** Positions from the `yaml` package's node ranges. */
+/** Positions from the `yaml` package's node ranges (none for a text it cannot read). */
 export function yamlLocator(text: string): Locate {
-  const lineCounter = new LineCounter();
-  return createLocator(parseDocument(text, { lineCounter, prettyErrors: false }), lineCounter);
+  const parsed = parseYamlDocument(text);
+  return parsed.ok ? createLocator(parsed.document, parsed.lineCounter) : () => undefined;
 }
 
 /** Finds a path in the document's node tree, following aliases; falls back to the deepest node found. */
@@ -182,6 +149,22 @@ function createLocator(document: Document, lineCounter: LineCounter): Locate {
     }
     return aliasTargets.get(node) ?? node;
   };
+  // A key index per mapping, built when first needed: a violation per key of a large mapping stays linear.
+  const keyIndexes = new WeakMap<YAMLMap, Map<string, Pair>>();
+  const pairOf = (map: YAMLMap, key: string): Pair | undefined => {
+    let index = keyIndexes.get(map);
+    if (!index) {
+      index = new Map();
+      for (const pair of map.items as Pair[]) {
+        if (isScalar(pair.key)) {
+          const name = String(pair.key.value);
+          if (!index.has(name)) index.set(name, pair);
+        }
+      }
+      keyIndexes.set(map, index);
+    }
+    return index.get(key);
+  };
   const positionOf = (node: unknown): Position | undefined => {
     const range = (node as { range?: [number, number, number] } | null)?.range;
     if (!range) return undefined;
@@ -196,7 +179,7 @@ function createLocator(document: Document, lineCounter: LineCounter): Locate {
       const current = resolve(node);
       keyNode = undefined;
       if (isMap(current)) {
-        const pair = current.items.find((p) => isScalar(p.key) && String(p.key.value) === String(segment));
+        const pair = pairOf(current as YAMLMap, String(segment));
         if (!pair) return positionOf(deepest);
         keyNode = pair.key;
         node = pair.value ?? pair.key;

@@ -1,13 +1,4 @@
-import {
-  checkCidr,
-  checkHostname,
-  checkName,
-  checkPath,
-  checkRegex,
-  checkUpstream,
-  checkHeaderName,
-  describeValue,
-} from "./config-checks.js";
+import { checkCidr, checkHostname, checkName, checkPath, checkUpstream, checkHeaderName, describeValue } from "./config-checks.js";
 import {
   emptyDocument,
   httpMethods,
@@ -23,6 +14,7 @@ import {
 } from "./config-document.js";
 import { configIsOptional, describePluginConfig, validatePluginConfig } from "./plugin-configs.js";
 import { PathViolations, type PathSegment, type PathViolation } from "./path-violations.js";
+import { compileRuleRegex } from "./rule-regex.js";
 
 /** A resource of a validated document, with where it stands in the document. */
 export interface DocumentResource extends CanonicalResource {
@@ -106,7 +98,17 @@ function validNameOf(kind: ResourceKind, item: unknown): string | undefined {
  */
 function memoizedChecks() {
   const upstreams = new Map<string, string | undefined>();
+  const regexes = new Map<string, string | undefined>();
   return {
+    /** The problem of a rule regex, as compileRuleRegex (the gateway's matcher) sees it. */
+    regex(source: string, ignoreCase: boolean): string | undefined {
+      const key = `${ignoreCase ? "i" : "-"}${source}`;
+      if (regexes.has(key)) return regexes.get(key);
+      const compiled = compileRuleRegex(source, { ignoreCase });
+      const problem = compiled.ok ? undefined : compiled.problem;
+      if (regexes.size < 1_000) regexes.set(key, problem);
+      return problem;
+    },
     upstream(value: string): string | undefined {
       if (upstreams.has(value)) return upstreams.get(value);
       const problem = checkUpstream(value);
@@ -143,7 +145,7 @@ function readResource(
     case "plugins":
       return readPlugin(name, input, path, violations);
     case "rules":
-      return readRule(name, input, path, violations);
+      return readRule(name, input, path, violations, checks);
     case "routes":
       return readRoute(name, input, path, violations, checks);
   }
@@ -220,9 +222,10 @@ function readRule(
   input: Record<string, unknown>,
   path: PathSegment[],
   violations: PathViolations,
+  checks: DocumentChecks,
 ): Resource | undefined {
   const before = violations.items.length;
-  const match = readMatch(input.match, [...path, "match"], violations);
+  const match = readMatch(input.match, [...path, "match"], violations, checks);
   const action = readString(input.action, path, "action", violations, "deny or allow", (value) =>
     value === "deny" || value === "allow" ? undefined : `must be deny or allow, got ${describeValue(value)}`,
   ) as "deny" | "allow" | undefined;
@@ -232,7 +235,7 @@ function readRule(
 
 const matchForms = "one of {header: <name>, regex: <pattern>, ignore_case: true|false}, {path_prefix: /path} or {ip_cidr: 10.0.0.0/8}";
 
-function readMatch(raw: unknown, path: PathSegment[], violations: PathViolations): RuleMatch | undefined {
+function readMatch(raw: unknown, path: PathSegment[], violations: PathViolations, checks: DocumentChecks): RuleMatch | undefined {
   if (raw === undefined || raw === null) {
     violations.add(path, `required: what the rule matches, ${matchForms}`);
     return undefined;
@@ -262,15 +265,15 @@ function readMatch(raw: unknown, path: PathSegment[], violations: PathViolations
   const before = violations.items.length;
   if (forms[0] === "header") {
     const header = readString(input.header, path, "header", violations, 'the request header to test (e.g. "user-agent")', checkHeaderName);
+    const ignoreCase = input.ignore_case;
     const regex = readString(
       input.regex,
       path,
       "regex",
       violations,
-      'a JavaScript regular expression without delimiters (e.g. "bot")',
-      checkRegex,
+      'a regular expression without delimiters, in RE2 syntax (e.g. "bot")',
+      (value) => checks.regex(value, ignoreCase === true),
     );
-    const ignoreCase = input.ignore_case;
     if (ignoreCase !== undefined && ignoreCase !== null && typeof ignoreCase !== "boolean") {
       violations.add([...path, "ignore_case"], `must be true or false, got ${describeValue(ignoreCase)}`);
     }

@@ -7,7 +7,7 @@ import { readIdentifier, readUuid } from "./identifiers.js";
 import { createLimits } from "./limits.js";
 import type { PasswordHasher } from "./password-hasher.js";
 import { checkNewPassword } from "./password-policy.js";
-import type { IssuedSession, SessionIssuer, VerifiedSession } from "./sessions.js";
+import type { IssuedSession, PreparedSession, SessionIssuer, VerifiedSession } from "./sessions.js";
 import { effectiveSettings, type IdentitySettings } from "./settings.js";
 
 export interface IdentityDeps {
@@ -99,15 +99,23 @@ export function createIdentity(deps: IdentityDeps) {
     }
   }
 
-  async function signIn(
+  /**
+   * Signs the session token of a sign-in. Outside any transaction: signing
+   * must not hold one open (sessions.ts, prepareSession).
+   */
+  function prepareSignIn(
     organizationId: string,
     identityId: string,
     method: SessionMethod,
     settings: Pick<IdentitySettings, "sessionTtlSeconds">,
-    store?: Pick<IdentityStore, "createSession">,
-  ): Promise<SignedIn> {
-    const session = await deps.sessions.issueSession({ organizationId, identityId, method, ttlSeconds: settings.sessionTtlSeconds }, store);
-    return { identityId, session };
+  ): Promise<PreparedSession> {
+    return deps.sessions.prepareSession({ organizationId, identityId, method, ttlSeconds: settings.sessionTtlSeconds });
+  }
+
+  /** Records a prepared sign-in's session (through `store`, which may be the caller's transaction's). */
+  async function signIn(prepared: PreparedSession, store?: Pick<IdentityStore, "createSession">): Promise<SignedIn> {
+    const session = await deps.sessions.recordSession(prepared, store);
+    return { identityId: prepared.identityId, session };
   }
 
   async function findOrCreateIdentity(organizationId: string, identifier: string): Promise<IdentityRecord> {
@@ -177,6 +185,7 @@ export function createIdentity(deps: IdentityDeps) {
   return {
     settingsOf,
     limitClient,
+    prepareSignIn,
     signIn,
     findOrCreateIdentity,
     sessions: deps.sessions,
@@ -194,12 +203,17 @@ export function createIdentity(deps: IdentityDeps) {
         throw new DomainError("already_exists", "identity_exists", "an identity with this identifier already exists");
       }
       const hash = await deps.hasher.hash(input.password);
-      await deps.sessions.prepare();
+      const prepared = await prepareSignIn(caller.organizationId, randomUUID(), "password", settings);
       return deps.transaction(async (tx) => {
-        const identity: IdentityRecord = { id: randomUUID(), organizationId: caller.organizationId, identifier, createdAt: deps.clock() };
+        const identity: IdentityRecord = {
+          id: prepared.identityId,
+          organizationId: caller.organizationId,
+          identifier,
+          createdAt: deps.clock(),
+        };
         await tx.createIdentity(identity);
         await tx.savePasswordHash(caller.organizationId, identity.id, hash, identity.createdAt);
-        return signIn(caller.organizationId, identity.id, "password", settings, tx);
+        return signIn(prepared, tx);
       });
     },
 
@@ -233,8 +247,7 @@ export function createIdentity(deps: IdentityDeps) {
       if (needsRehash) {
         await deps.store.savePasswordHash(caller.organizationId, identityId, await deps.hasher.hash(input.password), deps.clock());
       }
-      await deps.sessions.prepare();
-      return signIn(caller.organizationId, identityId, "password", settings);
+      return signIn(await prepareSignIn(caller.organizationId, identityId, "password", settings));
     },
 
     /**
@@ -332,10 +345,10 @@ export function createIdentity(deps: IdentityDeps) {
       const found = await findToken("magic_link", caller.organizationId, tokenHash);
       const early = unusable("magic_link", found, deps.clock());
       if (early) throw early;
-      await deps.sessions.prepare();
+      const prepared = await prepareSignIn(caller.organizationId, found.identityId, "magic_link", settings);
       return deps.transaction(async (tx) => {
         await spendIn(tx, "magic_link", caller.organizationId, tokenHash);
-        return signIn(caller.organizationId, found.identityId, "magic_link", settings, tx);
+        return signIn(prepared, tx);
       });
     },
 

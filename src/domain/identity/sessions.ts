@@ -1,35 +1,53 @@
-import { randomUUID, type KeyObject } from "node:crypto";
+import { randomUUID } from "node:crypto";
+import type { CryptoKey } from "jose";
 import type { MasterKeyring } from "../../crypto/envelope.js";
-import type { IdentityStore, SessionMethod } from "../../storage/identity-store.js";
+import type { IdentityStore, SessionMethod, SessionSigningKeyInfo, SessionSigningKeyRecord } from "../../storage/identity-store.js";
 import type { Clock } from "../clock.js";
 import { DomainError } from "../errors.js";
 import {
   generateSigningKey,
-  parseSessionToken,
-  privateKeyFromDer,
-  publicKeyFromJwk,
+  importSigningKey,
+  importVerificationKey,
+  isHighS,
+  readSessionTokenForm,
   signSessionToken,
-  verifySignature,
+  verifySessionTokenSignature,
   type PublicJwk,
 } from "./session-token.js";
-import { maxSessionTtlSeconds } from "./settings.js";
+import { defaultSettings, maxSessionTtlSeconds } from "./settings.js";
 
 export type SessionStore = Pick<
   IdentityStore,
-  "createSession" | "findSession" | "revokeSession" | "listSigningKeys" | "findSigningKey" | "createSigningKey" | "retireSigningKeys"
+  | "createSession"
+  | "findSession"
+  | "revokeSession"
+  | "findSettings"
+  | "listSigningKeys"
+  | "findSigningKey"
+  | "retireSigningKeys"
+  | "findLiveSessionSigningKey"
+  | "findSessionSigningKey"
+  | "listPublishedSessionSigningKeys"
+  | "createSessionSigningKey"
+  | "retireSessionSigningKeys"
+  | "latestSessionExpiry"
 >;
 
 export interface SessionIssuerDeps {
   store: SessionStore;
+  /**
+   * Runs fn in one transaction with a store bound to it; `announce` tells every
+   * instance (through keyChanged) that an organisation's signing key changed,
+   * once, and only if, the transaction commits.
+   */
+  transaction<T>(fn: (store: SessionStore, announce: (organizationId: string) => void) => Promise<T>): Promise<T>;
   /** Wraps the signing keys' private halves at rest. */
   keyring: MasterKeyring;
   clock: Clock;
   /** The `iss` of every token: the platform's PUBLIC_URL. */
   issuer: string;
-  /** Age at which the signing key is replaced (default 30 days). */
+  /** Age at which an organisation's signing key is replaced (default 30 days). */
   rotationSeconds?: number;
-  /** Called when a background refresh of the signing key fails (the cached key keeps signing). */
-  onError?: (error: unknown) => void;
 }
 
 /** A session just signed in: its row exists and its token is signed. */
@@ -42,6 +60,11 @@ export interface IssuedSession {
   expiresAt: Date;
 }
 
+/** A session whose token is signed and whose row is not written yet (see recordSession). */
+export interface PreparedSession extends IssuedSession {
+  method: SessionMethod;
+}
+
 /** What a valid session token stands for. */
 export interface VerifiedSession {
   organizationId: string;
@@ -52,20 +75,68 @@ export interface VerifiedSession {
   expiresAt: Date;
 }
 
-/**
- * Retired keys stay published this long: a token lives at most
- * maxSessionTtlSeconds, so every token a retired key signed has expired by
- * then (plus a margin for verifiers' clocks and caches).
- */
-export const retiredKeyRetentionSeconds = maxSessionTtlSeconds + 300;
-const defaultRotationSeconds = 30 * 24 * 3600;
-/** How long an instance trusts its cached view of the active key (another instance may rotate). */
-const activeKeyRecheckMs = 60_000;
+/** One of an organisation's signing keys, as operators see it. */
+export interface SigningKeyView {
+  kid: string;
+  createdAt: Date;
+  /** Null while it signs the organisation's new sessions. */
+  retiredAt: Date | null;
+  /** When a retired key leaves the JWKS. */
+  publishedUntil: Date | null;
+}
 
-const purposeOf = (kid: string) => `identity-signing-key:${kid}`;
+/** What an operator's rotation did: the key that signs from now on, and the keys it replaced. */
+export interface RotatedSigningKey {
+  organizationId: string;
+  key: SigningKeyView;
+  retired: SigningKeyView[];
+}
+
+/**
+ * Legacy keys (one key shared by every organisation, from before each
+ * organisation had its own) stay published this long after they retire: a
+ * token lives at most maxSessionTtlSeconds, plus a margin for verifiers'
+ * clocks. Nothing records which tokens they signed, so this is the bound.
+ */
+export const legacyKeyRetentionSeconds = maxSessionTtlSeconds + 300;
+const defaultRotationSeconds = 30 * 24 * 3600;
+/** How long an instance trusts its cached view of an organisation's key (another instance, or the CLI, may rotate). */
+const activeKeyRecheckMs = 60_000;
+/**
+ * An instance that missed a rotation's announcement (a CLI in another process
+ * on SQLite) learns of it within activeKeyRecheckMs and a load; until then it
+ * signs with the key it has. Twice the recheck bounds that window.
+ */
+const rotationNoticeMs = 2 * activeKeyRecheckMs;
+/** Beyond the last expiry: verifiers whose clocks run behind (the 30 s leeway) and an in-flight sign-in. */
+const publicationMarginMs = 300_000;
+
+/** The master key's purpose: a wrapped key opens only as this organisation's key under this kid. */
+const purposeOf = (organizationId: string, kid: string) => `session-signing-key:${organizationId}:${kid}`;
 
 function unauthenticated(reason: string, message: string): DomainError {
   return new DomainError("unauthenticated", reason, message);
+}
+
+const viewOf = (key: Pick<SessionSigningKeyInfo, "id" | "createdAt" | "retiredAt" | "publishedUntil">): SigningKeyView => ({
+  kid: key.id,
+  createdAt: key.createdAt,
+  retiredAt: key.retiredAt,
+  publishedUntil: key.publishedUntil,
+});
+
+interface ActiveKey {
+  kid: string;
+  privateKey: CryptoKey;
+  createdAt: Date;
+  /** When this instance last compared it with the database (0: look again before signing). */
+  checkedAt: number;
+}
+
+interface VerificationKey {
+  /** Null for a legacy key, shared by every organisation. */
+  organizationId: string | null;
+  publicKey: CryptoKey;
 }
 
 /**
@@ -74,133 +145,217 @@ function unauthenticated(reason: string, message: string): DomainError {
  * `kid` header naming a key published at /.well-known/jwks.json. The sign-in
  * flows of every method (password, magic link, passkey) and the sample plant
  * API share this module.
+ *
+ * Each organisation's sessions are signed by a key of its own, so rotating
+ * one organisation's key (an admin's action) never touches another's. A key
+ * is replaced when it is 30 days old or when an operator rotates it; a
+ * retired key stays in the JWKS until the last token it signed has expired.
+ * Keys from before per-organisation keys (legacy) sign nothing any more but
+ * keep verifying their tokens until those expire.
  */
 export function createSessionIssuer(deps: SessionIssuerDeps) {
   const rotationMs = (deps.rotationSeconds ?? defaultRotationSeconds) * 1000;
-  const retentionMs = retiredKeyRetentionSeconds * 1000;
-  const verifyKeys = new Map<string, KeyObject>();
-  let active: { kid: string; privateKey: KeyObject; createdAt: Date; checkedAt: number } | undefined;
-  let loading: Promise<NonNullable<typeof active>> | undefined;
+  const verifyKeys = new Map<string, VerificationKey>();
+  const active = new Map<string, ActiveKey>();
+  const loading = new Map<string, Promise<ActiveKey>>();
+  /** Bumped by each rotation made here, so that a load begun before it cannot put the old key back. */
+  const generation = new Map<string, number>();
+  let legacyRetiredAt = Number.NEGATIVE_INFINITY;
 
-  async function createKey(now: Date) {
-    const key = generateSigningKey();
-    await deps.store.createSigningKey({
-      id: key.kid,
-      privateKeyEnc: deps.keyring.wrap(key.privateKeyDer, purposeOf(key.kid)),
-      publicJwk: JSON.stringify(key.publicJwk),
-      createdAt: now,
-      retiredAt: null,
-    });
-    // Older keys retire but stay published until their tokens have expired.
-    await deps.store.retireSigningKeys(now, now);
-    verifyKeys.set(key.kid, publicKeyFromJwk(key.publicJwk));
-    return { kid: key.kid, privateKey: privateKeyFromDer(key.privateKeyDer), createdAt: now, checkedAt: now.getTime() };
+  /**
+   * Legacy keys sign nothing: the first look of each minute retires any still
+   * active (an instance of an older release may have made one meanwhile); they
+   * stay published for legacyKeyRetentionSeconds from then.
+   */
+  async function retireLegacyKeys(now: Date): Promise<void> {
+    if (now.getTime() - legacyRetiredAt < activeKeyRecheckMs && now.getTime() >= legacyRetiredAt) return;
+    legacyRetiredAt = now.getTime();
+    await deps.store.retireSigningKeys(now);
   }
 
-  async function loadActiveKey(now: Date) {
-    const keys = await deps.store.listSigningKeys(new Date(now.getTime() - retentionMs));
-    const newest = keys.find((key) => key.retiredAt === null);
-    if (!newest || now.getTime() - newest.createdAt.getTime() >= rotationMs) return createKey(now);
-    if (active?.kid === newest.id) return { ...active, checkedAt: now.getTime() };
-    const der = deps.keyring.unwrap(newest.privateKeyEnc, purposeOf(newest.id));
-    return { kid: newest.id, privateKey: privateKeyFromDer(der), createdAt: newest.createdAt, checkedAt: now.getTime() };
+  /**
+   * When a key retired now may leave the JWKS: every token it signed has a
+   * session row, so the latest session expiry of the organisation bounds them;
+   * an instance that has not heard of the rotation yet may sign for
+   * rotationNoticeMs more, with the lifetime in force.
+   */
+  async function publicationEnd(store: SessionStore, organizationId: string, now: Date): Promise<Date> {
+    const [latest, settings] = await Promise.all([store.latestSessionExpiry(organizationId), store.findSettings(organizationId)]);
+    const ttlMs = (settings?.sessionTtlSeconds ?? defaultSettings.sessionTtlSeconds) * 1000;
+    const laggard = now.getTime() + rotationNoticeMs + ttlMs;
+    return new Date(Math.max(latest?.getTime() ?? 0, laggard) + publicationMarginMs);
   }
 
-  function refresh(now: Date) {
-    loading ??= loadActiveKey(now)
-      .then((key) => {
-        active = key;
-        return key;
-      })
-      .finally(() => {
-        loading = undefined;
+  /** Creates the organisation's new key and retires the others, in one transaction announced to every instance. */
+  async function createKey(organizationId: string, now: Date): Promise<{ key: ActiveKey; retired: SigningKeyView[] }> {
+    const generated = await generateSigningKey();
+    const retired = await deps.transaction(async (store, announce) => {
+      // The write comes first: on SQLite it takes the write lock (waiting for
+      // another instance's writer) before this transaction reads anything; a
+      // read first would pin a snapshot that such a writer makes stale, and
+      // the write would then fail at once (SQLITE_BUSY).
+      await store.createSessionSigningKey({
+        id: generated.kid,
+        organizationId,
+        privateKeyEnc: deps.keyring.wrap(generated.privateKeyDer, purposeOf(organizationId, generated.kid)),
+        publicJwk: JSON.stringify(generated.publicJwk),
+        createdAt: now,
       });
-    return loading;
+      const publishedUntil = await publicationEnd(store, organizationId, now);
+      const replaced = await store.retireSessionSigningKeys(organizationId, generated.kid, now, publishedUntil);
+      announce(organizationId);
+      return replaced.map((key) => ({ kid: key.id, createdAt: key.createdAt, retiredAt: now, publishedUntil }));
+    });
+    const publicKey = await importVerificationKey(generated.publicJwk);
+    verifyKeys.set(generated.kid, { organizationId, publicKey });
+    const privateKey = await importSigningKey(generated.privateKeyDer);
+    return { key: { kid: generated.kid, privateKey, createdAt: now, checkedAt: now.getTime() }, retired };
   }
 
-  /** The key new tokens are signed with, rotated when it is old; one load at a time per instance. */
-  async function activeKey(now: Date) {
-    if (!active || now.getTime() - active.createdAt.getTime() >= rotationMs) return refresh(now);
-    if (now.getTime() - active.checkedAt >= activeKeyRecheckMs || now.getTime() < active.checkedAt) {
-      // Another instance may have rotated: look again in the background and
-      // keep signing with the cached key meanwhile (it stays published). The
-      // caller may hold a transaction, so it must not wait on the database.
-      refresh(now).catch((error: unknown) => deps.onError?.(error));
+  async function loadActiveKey(organizationId: string, now: Date): Promise<ActiveKey> {
+    await retireLegacyKeys(now);
+    const live = await deps.store.findLiveSessionSigningKey(organizationId);
+    if (!live || now.getTime() - live.createdAt.getTime() >= rotationMs) {
+      try {
+        return (await createKey(organizationId, now)).key;
+      } catch (error) {
+        // Another instance made the key at the same moment (SQLite may refuse the second writer): sign with that one.
+        const made = await deps.store.findLiveSessionSigningKey(organizationId);
+        if (!made || made.id === live?.id) throw error;
+        return openKey(organizationId, made, now);
+      }
     }
-    return active;
+    return openKey(organizationId, live, now);
   }
 
-  async function publicKeyOf(kid: string): Promise<KeyObject | null> {
+  async function openKey(organizationId: string, row: SessionSigningKeyRecord, now: Date): Promise<ActiveKey> {
+    const cached = active.get(organizationId);
+    if (cached?.kid === row.id) return { ...cached, checkedAt: now.getTime() };
+    const privateKey = await importSigningKey(deps.keyring.unwrap(row.privateKeyEnc, purposeOf(organizationId, row.id)));
+    return { kid: row.id, privateKey, createdAt: row.createdAt, checkedAt: now.getTime() };
+  }
+
+  /** One load per organisation at a time per instance. */
+  function refresh(organizationId: string, now: Date): Promise<ActiveKey> {
+    let pending = loading.get(organizationId);
+    if (!pending) {
+      const startedIn = generation.get(organizationId) ?? 0;
+      pending = loadActiveKey(organizationId, now)
+        .then((key) => {
+          if ((generation.get(organizationId) ?? 0) !== startedIn) return active.get(organizationId) ?? key;
+          active.set(organizationId, key);
+          return key;
+        })
+        .finally(() => loading.delete(organizationId));
+      loading.set(organizationId, pending);
+    }
+    return pending;
+  }
+
+  /**
+   * The key the organisation's new tokens are signed with: created at its
+   * first use, rotated when it is old, and looked up again once a minute (or
+   * when an announcement says it changed), in case another instance replaced it.
+   */
+  async function activeKey(organizationId: string, now: Date): Promise<ActiveKey> {
+    const cached = active.get(organizationId);
+    if (!cached || now.getTime() - cached.createdAt.getTime() >= rotationMs) return refresh(organizationId, now);
+    if (now.getTime() - cached.checkedAt >= activeKeyRecheckMs || now.getTime() < cached.checkedAt) return refresh(organizationId, now);
+    return cached;
+  }
+
+  async function verificationKeyOf(kid: string): Promise<VerificationKey | null> {
     const cached = verifyKeys.get(kid);
     if (cached) return cached;
-    const row = await deps.store.findSigningKey(kid);
+    const own = await deps.store.findSessionSigningKey(kid);
+    const row = own ?? (await deps.store.findSigningKey(kid));
     if (!row) return null;
-    const key = publicKeyFromJwk(JSON.parse(row.publicJwk) as PublicJwk);
+    const key = {
+      organizationId: own?.organizationId ?? null,
+      publicKey: await importVerificationKey(JSON.parse(row.publicJwk) as PublicJwk),
+    };
     verifyKeys.set(kid, key);
     return key;
   }
 
   return {
     /**
-     * Loads (or creates) the signing key. Call it before opening a transaction
-     * in which issueSession will run, so signing never waits on the database.
+     * Signs a session token for an identity, before the transaction that
+     * records it (recordSession): signing runs on WebCrypto's thread pool, and
+     * a transaction held open across it would keep SQLite's write lock from
+     * other connections that long. Loads (or creates) the organisation's key,
+     * and looks whether another instance replaced it, so call it outside any
+     * transaction.
      */
-    async prepare(): Promise<void> {
-      await activeKey(deps.clock());
-    },
-
-    /**
-     * Signs an identity in: stores a session row (through `store`, which may
-     * be bound to the caller's transaction) and signs its token.
-     */
-    async issueSession(
-      input: { organizationId: string; identityId: string; method: SessionMethod; ttlSeconds: number },
-      store: Pick<SessionStore, "createSession"> = deps.store,
-    ): Promise<IssuedSession> {
+    async prepareSession(input: {
+      organizationId: string;
+      identityId: string;
+      method: SessionMethod;
+      ttlSeconds: number;
+    }): Promise<PreparedSession> {
       const now = deps.clock();
-      const key = await activeKey(now);
+      const key = await activeKey(input.organizationId, now);
       const iat = Math.floor(now.getTime() / 1000);
       const exp = iat + input.ttlSeconds;
       const sessionId = randomUUID();
-      const issuedAt = new Date(iat * 1000);
-      const expiresAt = new Date(exp * 1000);
-      await store.createSession({
-        id: sessionId,
-        organizationId: input.organizationId,
-        identityId: input.identityId,
-        method: input.method,
-        createdAt: issuedAt,
-        expiresAt,
-      });
-      const token = signSessionToken({ iss: deps.issuer, aud: input.organizationId, sub: input.identityId, sid: sessionId, iat, exp }, key);
-      return { token, sessionId, organizationId: input.organizationId, identityId: input.identityId, issuedAt, expiresAt };
+      const token = await signSessionToken(
+        { iss: deps.issuer, aud: input.organizationId, sub: input.identityId, sid: sessionId, iat, exp },
+        key,
+      );
+      return { ...input, token, sessionId, issuedAt: new Date(iat * 1000), expiresAt: new Date(exp * 1000) };
     },
 
     /**
-     * Checks a session token: signature by a key of ours, issuer, expiry, and
-     * that its session row exists and is not revoked. With `organizationId`,
+     * Signs an identity in with a prepared session: stores its row (through
+     * `store`, which may be bound to the caller's transaction); the token
+     * holds from then on.
+     */
+    async recordSession(prepared: PreparedSession, store: Pick<SessionStore, "createSession"> = deps.store): Promise<IssuedSession> {
+      await store.createSession({
+        id: prepared.sessionId,
+        organizationId: prepared.organizationId,
+        identityId: prepared.identityId,
+        method: prepared.method,
+        createdAt: prepared.issuedAt,
+        expiresAt: prepared.expiresAt,
+      });
+      const { token, sessionId, organizationId, identityId, issuedAt, expiresAt } = prepared;
+      return { token, sessionId, organizationId, identityId, issuedAt, expiresAt };
+    },
+
+    /**
+     * Checks a session token: signed by a key of ours, verified by jose
+     * (ES256, typ, iss, aud = the key's organisation, exp/nbf/iat with a
+     * 30 s leeway), in its one encoding (canonical base64url, low s), then its session
+     * row: it exists, is not revoked, and has not expired on this server's
+     * clock (exactly: the leeway is for other clocks). With `organizationId`,
      * a token of another organisation is refused too. Any failure is
      * unauthenticated with a reason (session_invalid, session_expired,
      * session_revoked).
      */
     async verifySessionToken(token: string, options: { organizationId?: string } = {}): Promise<VerifiedSession> {
-      const parsed = parseSessionToken(token.trim());
-      if (!parsed) throw unauthenticated("session_invalid", "the session token is not a well-formed ES256 JWT");
-      const publicKey = await publicKeyOf(parsed.kid);
-      if (!publicKey || !verifySignature(parsed, publicKey)) {
-        throw unauthenticated("session_invalid", "the session token's signature does not verify");
-      }
-      const { iss, aud, sub, sid, iat, exp } = parsed.claims;
-      if (iss !== deps.issuer || typeof aud !== "string" || typeof sub !== "string" || typeof sid !== "string") {
-        throw unauthenticated("session_invalid", "the session token was not issued by this platform");
-      }
-      if (typeof iat !== "number" || typeof exp !== "number")
-        throw unauthenticated("session_invalid", "the session token has no iat or exp");
-      if (options.organizationId !== undefined && aud !== options.organizationId) {
+      const trimmed = token.trim();
+      const form = readSessionTokenForm(trimmed);
+      if (!form) throw unauthenticated("session_invalid", "the session token is not a well-formed ES256 JWT");
+      const key = await verificationKeyOf(form.kid);
+      if (!key) throw unauthenticated("session_invalid", "the session token's signature does not verify with any key of this platform");
+      if (options.organizationId !== undefined && key.organizationId !== null && key.organizationId !== options.organizationId) {
         throw unauthenticated("session_invalid", "the session token belongs to another organisation");
       }
       const now = deps.clock();
-      if (exp * 1000 <= now.getTime()) throw unauthenticated("session_expired", "the session has expired");
+      const verdict = await verifySessionTokenSignature(trimmed, key.publicKey, {
+        issuer: deps.issuer,
+        audience: key.organizationId ?? options.organizationId,
+        now,
+      });
+      if (!verdict.ok) throw unauthenticated(verdict.reason, verdict.message);
+      // (r, n − s) verifies as well as (r, s) (jose accepts both): only the
+      // low-s form is ours. Legacy keys signed either form before tokens were
+      // canonicalised, so their tokens (live for at most 30 days) keep both.
+      if (key.organizationId !== null && isHighS(form.signature)) {
+        throw unauthenticated("session_invalid", "the session token's signature is not in its canonical form (high s)");
+      }
+      const { aud, sub, sid, iat } = verdict.claims;
       const session = await deps.store.findSession(aud, sid);
       if (!session || session.identityId !== sub) throw unauthenticated("session_invalid", "the session does not exist");
       if (session.revokedAt !== null) throw unauthenticated("session_revoked", "the session has been revoked");
@@ -221,22 +376,51 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
     },
 
     /**
-     * The JSON Web Key Set (RFC 7517 5): the active key and every retired key
-     * whose tokens may still be live. Creates the first key when there is none,
-     * so verifiers can fetch the set before the first sign-in.
+     * The JSON Web Key Set (RFC 7517 5): every organisation's live key and
+     * each retired key until its last token has expired, then the legacy keys
+     * still in their retention. Verifiers pick a key by kid and check `aud`.
      */
-    async publishedKeys(): Promise<{ keys: PublicJwk[] }> {
+    /** The JWKS: every organisation's published keys, or one organisation's (what its gateways need), with the legacy shared ones. */
+    async publishedKeys(organizationId?: string): Promise<{ keys: PublicJwk[] }> {
       const now = deps.clock();
-      await activeKey(now);
-      const keys = await deps.store.listSigningKeys(new Date(now.getTime() - retentionMs));
-      return { keys: keys.map((key) => JSON.parse(key.publicJwk) as PublicJwk) };
+      await retireLegacyKeys(now);
+      const [own, legacy] = await Promise.all([
+        deps.store.listPublishedSessionSigningKeys(now, organizationId),
+        deps.store.listSigningKeys(new Date(now.getTime() - legacyKeyRetentionSeconds * 1000)),
+      ]);
+      return { keys: [...own, ...legacy].map((key) => JSON.parse(key.publicJwk) as PublicJwk) };
     },
 
-    /** Replaces the signing key now (operators, tests); the old one stays published while its tokens live. */
-    async rotateSigningKey(): Promise<string> {
-      const key = await createKey(deps.clock());
-      active = key;
-      return key.kid;
+    /** The organisation's published keys: the live one first, then retired ones, the most recently retired first. */
+    async signingKeysOf(organizationId: string): Promise<SigningKeyView[]> {
+      const keys = await deps.store.listPublishedSessionSigningKeys(deps.clock(), organizationId);
+      const order = (key: SessionSigningKeyInfo) => key.retiredAt?.getTime() ?? Number.POSITIVE_INFINITY;
+      return keys.sort((a, b) => order(b) - order(a) || b.createdAt.getTime() - a.createdAt.getTime()).map(viewOf);
+    },
+
+    /**
+     * Replaces the organisation's signing key now (operators): the new kid
+     * signs from now on, here at once and on every other instance when the
+     * announcement reaches it; the old key stays published until its last
+     * token has expired. Other organisations' keys are untouched.
+     */
+    async rotateSigningKey(organizationId: string): Promise<RotatedSigningKey> {
+      const now = deps.clock();
+      const { key, retired } = await createKey(organizationId, now);
+      // A load that began before this commit may have read the old key: it must not put it back.
+      generation.set(organizationId, (generation.get(organizationId) ?? 0) + 1);
+      active.set(organizationId, key);
+      return { organizationId, key: { kid: key.kid, createdAt: now, retiredAt: null, publishedUntil: null }, retired };
+    },
+
+    /**
+     * Told that an organisation's key changed elsewhere (undefined: maybe any,
+     * after a gap in the announcements): its next sign-in looks again first.
+     */
+    keyChanged(organizationId: string | undefined): void {
+      for (const [id, key] of active) {
+        if (organizationId === undefined || id === organizationId) active.set(id, { ...key, checkedAt: 0 });
+      }
     },
   };
 }

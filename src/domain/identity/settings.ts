@@ -200,3 +200,85 @@ export function settingsToJson(settings: IdentitySettings): Record<string, unkno
     magic_link_limit_per_hour: settings.magicLinkLimitPerHour,
   };
 }
+
+/** Hosts that are a secure context over plain http (W3C Secure Contexts, "potentially trustworthy origin"). */
+function isLocalhost(host: string): boolean {
+  return host === "localhost" || host.endsWith(".localhost");
+}
+
+/**
+ * Refuses identity settings that cannot work together, naming the rule each
+ * combination breaks, so that a bad combination fails when it is saved rather
+ * than at every passkey ceremony afterwards. The CLI, the dashboard and any
+ * other path that changes settings call this one function.
+ *
+ * `settings` is the whole resulting choice (the stored values with the change
+ * applied); an absent or null `rpId` or `origins` follows PUBLIC_URL. When both
+ * follow PUBLIC_URL nothing is checked: that default is the server's, not a
+ * choice. Otherwise the relying party that results must hold together:
+ *
+ * - the RP ID is a domain, never an IP address (WebAuthn Level 3, §5.1.2: an
+ *   RP ID is "a valid domain string");
+ * - every allowed origin is https, except localhost and *.localhost, the only
+ *   hosts browsers treat as a secure context over http (WebAuthn is exposed
+ *   in secure contexts only);
+ * - every allowed origin lies within the RP ID (WebAuthn Level 3, §5.1.3 and
+ *   §13.4.9: "the RP ID must be equal to the origin's effective domain, or a
+ *   registrable domain suffix of the origin's effective domain"). A one-label
+ *   RP ID other than localhost (such as "com") is a public suffix, so it
+ *   matches only an origin of exactly that host.
+ *
+ * Violations name the setting to change. When origins follow PUBLIC_URL on
+ * the loopback default, the http://127.0.0.1:<port> alias served beside
+ * http://localhost:<port> is left out: an IP origin can never use passkeys,
+ * and browsers use the localhost one.
+ */
+export function checkIdentitySettings(
+  settings: { rpId?: string | null | undefined; origins?: readonly string[] | null | undefined },
+  publicUrl: string,
+): void {
+  const chosenRpId = settings.rpId ?? null;
+  const chosenOrigins = settings.origins ?? null;
+  if (chosenRpId === null && chosenOrigins === null) return;
+  const defaults = defaultRelyingPartyOf(publicUrl);
+  const rpId = chosenRpId ?? defaults.rpId;
+  const rpIdNamed = chosenRpId !== null ? `rp_id "${rpId}"` : `the RP ID "${rpId}" (the host of PUBLIC_URL, as rp_id is empty)`;
+  const violations: Violation[] = [];
+
+  const lastLabel = rpId.slice(rpId.lastIndexOf(".") + 1);
+  if (/^(\d+|0x[0-9a-f]*)$/.test(lastLabel) || rpId.startsWith("[")) {
+    violations.push({
+      field: "rp_id",
+      description: `${rpIdNamed} is an IP address; an RP ID must be a domain such as example.com (WebAuthn Level 3, §5.1.2: "a valid domain string")`,
+    });
+    throw invalidArgument(violations, "inconsistent_identity_settings");
+  }
+
+  const publicUrlParsed = new URL(publicUrl);
+  const loopbackAlias =
+    publicUrlParsed.hostname === "127.0.0.1" || publicUrlParsed.hostname === "[::1]" ? publicUrlParsed.origin : undefined;
+  const origins = chosenOrigins ?? defaults.origins.filter((origin) => origin !== loopbackAlias);
+  const publicSuffix = !rpId.includes(".") && rpId !== "localhost";
+  origins.forEach((origin, i) => {
+    const url = new URL(origin);
+    const host = url.hostname;
+    const field = chosenOrigins !== null ? `origins[${i}]` : "origins";
+    const named = chosenOrigins !== null ? `origin ${origin}` : `the origin ${origin} (from PUBLIC_URL, as origins is empty)`;
+    if (url.protocol === "http:" && !isLocalhost(host)) {
+      violations.push({
+        field,
+        description: `${named} must be https: WebAuthn works only in a secure context, and over http only localhost is one (e.g. https://${url.host})`,
+      });
+    }
+    if (host !== rpId && !(host.endsWith(`.${rpId}`) && !publicSuffix)) {
+      const why = publicSuffix && host.endsWith(`.${rpId}`) ? `; "${rpId}" is a public suffix, not a registrable domain` : "";
+      violations.push({
+        field,
+        description:
+          `${named} is not within ${rpIdNamed}${why}: WebAuthn Level 3 (§5.1.3, §13.4.9) requires that ` +
+          `"the RP ID must be equal to the origin's effective domain, or a registrable domain suffix of the origin's effective domain"`,
+      });
+    }
+  });
+  if (violations.length > 0) throw invalidArgument(violations, "inconsistent_identity_settings");
+}

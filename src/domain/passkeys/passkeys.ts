@@ -40,7 +40,7 @@ export interface PasskeysDeps {
   /** Runs fn with stores bound to one transaction. */
   transaction<T>(fn: (stores: PasskeyTransactionStores) => Promise<T>): Promise<T>;
   /** The identity area: settings, the per-IP limit, and sessions. */
-  identity: Pick<Identity, "settingsOf" | "limitClient" | "signIn" | "sessions">;
+  identity: Pick<Identity, "settingsOf" | "limitClient" | "prepareSignIn" | "signIn" | "sessions">;
   /** Wraps the secret behind decoy credentials at rest. */
   keyring: MasterKeyring;
   clock: Clock;
@@ -218,13 +218,13 @@ export function createPasskeys(deps: PasskeysDeps) {
       const identifier = ceremony.identifier;
       if (identityId === null || identifier === null) throw refused("ceremony_not_found", "this ceremony does not exist; begin a new one");
       const passkey = verdict.value;
-      await deps.identity.sessions.prepare();
+      const prepared = await deps.identity.prepareSignIn(caller.organizationId, identityId, "passkey", settings);
       return deps.transaction(async (tx) => {
         const now = deps.clock();
         // already_exists (409) when the identifier was taken since register/begin.
         await tx.identities.createIdentity({ id: identityId, organizationId: caller.organizationId, identifier, createdAt: now });
         await createPasskeyIn(tx, { organizationId: caller.organizationId, identityId, passkey, name: null, at: now });
-        const signedIn = await deps.identity.signIn(caller.organizationId, identityId, "passkey", settings, tx.identities);
+        const signedIn = await deps.identity.signIn(prepared, tx.identities);
         return { ...signedIn, credentialId: passkey.credentialId };
       });
     },
@@ -284,7 +284,7 @@ export function createPasskeys(deps: PasskeysDeps) {
       );
       if (!verdict.ok) refuse(caller.organizationId, "login", verdict.reason, verdict.detail);
       const use = verdict.value;
-      await deps.identity.sessions.prepare();
+      const prepared = await deps.identity.prepareSignIn(caller.organizationId, passkey.identityId, "passkey", settings);
       return deps.transaction(async (tx) => {
         const at = deps.clock();
         // The counter rule again, as one conditional update: two assertions
@@ -292,7 +292,7 @@ export function createPasskeys(deps: PasskeysDeps) {
         if (!(await tx.passkeys.recordPasskeyUse(caller.organizationId, passkey.id, { ...use, at }))) {
           refuse(caller.organizationId, "login", "passkey_counter_regression", `counter ${use.counter} is not above the stored one`);
         }
-        return deps.identity.signIn(caller.organizationId, passkey.identityId, "passkey", settings, tx.identities);
+        return deps.identity.signIn(prepared, tx.identities);
       });
     },
 

@@ -222,6 +222,11 @@ export function createSecrets(deps: SecretsDeps) {
       .map(view);
   }
 
+  /** The environments that hold a secret, in byte order (as names are listed). */
+  async function listEnvironments(caller: SecretsCaller): Promise<string[]> {
+    return (await deps.store.listEnvironments(caller.organizationId)).sort(byteOrder);
+  }
+
   async function retrieveSecrets(
     caller: SecretsCaller,
     input: { environment: string; names: readonly string[]; tags: readonly string[]; publicKeyPem: string },
@@ -359,7 +364,7 @@ export function createSecrets(deps: SecretsDeps) {
     values.forget();
   }
 
-  return { getPublicKey, putSecret, listSecrets, retrieveSecrets, deleteSecret, listVersions, listAuditEvents, close };
+  return { getPublicKey, putSecret, listSecrets, listEnvironments, retrieveSecrets, deleteSecret, listVersions, listAuditEvents, close };
 }
 
 export type Secrets = ReturnType<typeof createSecrets>;

@@ -9,6 +9,7 @@ import {
   systemRandom,
 } from "../../crypto/tokens.js";
 import type { TenancyStore, Role } from "../../storage/tenancy-store.js";
+import type { RotatedSigningKey } from "../identity/sessions.js";
 import type { Clock } from "../clock.js";
 import { DomainError, invalidArgument } from "../errors.js";
 
@@ -20,6 +21,8 @@ export interface TenancyDeps {
   publicUrl: string;
   /** Told after a key is revoked by rotation, so no instance keeps trusting it. */
   credentialsChanged?(): Promise<void>;
+  /** The identity area's session signing keys, which an operator may rotate. */
+  sessionSigningKeys?: { rotate(organizationId: string): Promise<RotatedSigningKey> };
 }
 
 /** What `gatehouse init` prints once. */
@@ -153,6 +156,20 @@ export function createTenancy(deps: TenancyDeps) {
       });
       await deps.credentialsChanged?.();
       return rotated;
+    },
+
+    /**
+     * Rotates the organisation's session signing key (operators: the dashboard
+     * and the CLI): a new kid signs its sessions from now on; the old key stays
+     * in the JWKS until the last token it signed has expired. Another
+     * organisation's key never changes. not_found when the organisation does not exist.
+     */
+    async rotateSessionSigningKey(organizationId: string): Promise<RotatedSigningKey> {
+      if (!deps.sessionSigningKeys) throw new Error("session signing keys are not wired into tenancy");
+      if (!(await deps.transaction((store) => store.findOrganization(organizationId)))) {
+        throw new DomainError("not_found", "organization_not_found", `organisation ${organizationId} does not exist`);
+      }
+      return deps.sessionSigningKeys.rotate(organizationId);
     },
   };
 }

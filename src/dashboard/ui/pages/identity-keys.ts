@@ -1,7 +1,7 @@
-import { IdentityKeyKind, type IdentityKeyInfo } from "../../../../gen/svc/v1/dashboard_pb.js";
+import { IdentityKeyKind, type IdentityKeyInfo, type SessionSigningKeyInfo } from "../../../../gen/svc/v1/dashboard_pb.js";
 import { api, dateOf } from "../client.js";
 import type { PageContext } from "../context.js";
-import { confirmButton, h, replace, secretReveal, statusRegion, time } from "../dom.js";
+import { confirmButton, h, replace, secretReveal, statusRegion, table, time } from "../dom.js";
 import { showProblem } from "../forms.js";
 
 const words = {
@@ -24,6 +24,8 @@ export async function renderIdentityKeys(ctx: PageContext): Promise<void> {
   const status = statusRegion();
   const reveal = h("div", {});
   const cards = h("div", { class: "cards" });
+  // Below the two cards, full width: kids are long.
+  const signingKeys = h("div", { class: "signing-keys" });
 
   function card(kind: IdentityKeyKind.PUBLISHABLE | IdentityKeyKind.SECRET, info: IdentityKeyInfo | undefined): HTMLElement {
     const w = words[kind];
@@ -68,9 +70,47 @@ export async function renderIdentityKeys(ctx: PageContext): Promise<void> {
     );
   }
 
+  /** The keys that sign this organisation's session tokens (only their kids: the private halves never leave the server). */
+  function signingCard(keys: SessionSigningKeyInfo[]): HTMLElement {
+    const rows = keys.map((key) => [
+      h("code", { "data-testid": key.retiredAt ? "retired-kid" : "live-kid" }, key.kid),
+      time(dateOf(key.createdAt)),
+      key.retiredAt ? h("span", {}, "retired, published until ", time(dateOf(key.publishedUntil))) : "signs new sessions",
+    ]);
+    return h(
+      "section",
+      { class: "card", "aria-labelledby": "session-signing-key-title" },
+      h("h2", { id: "session-signing-key-title" }, "Session signing key"),
+      h(
+        "p",
+        {},
+        "Signs this organisation's session tokens (ES256); verifiers find it by its kid at ",
+        h("code", {}, "/.well-known/jwks.json"),
+        ". Rotating makes a new key sign from now on; sessions already issued keep verifying with the old key until they expire.",
+      ),
+      table("Session signing keys", ["Key id (kid)", "Created", "State"], rows, "No key yet: the first sign-in creates one."),
+      ctx.isAdmin
+        ? confirmButton(
+            "Rotate session signing key",
+            "New sessions will be signed by a new key; existing sessions stay valid.",
+            async () => {
+              try {
+                const rotated = await api.rotateSessionSigningKey({ organizationId });
+                status.show(`Session signing key rotated: new sessions are signed by ${rotated.key?.kid ?? "the new key"}.`, "success");
+                await load();
+              } catch (error) {
+                showProblem(error, {}, status);
+              }
+            },
+          )
+        : null,
+    );
+  }
+
   async function load(): Promise<void> {
-    const keys = await api.getIdentityKeys({ organizationId });
+    const [keys, signing] = await Promise.all([api.getIdentityKeys({ organizationId }), api.listSessionSigningKeys({ organizationId })]);
     replace(cards, card(IdentityKeyKind.PUBLISHABLE, keys.publishableKey), card(IdentityKeyKind.SECRET, keys.secretKey));
+    replace(signingKeys, signingCard(signing.keys));
   }
 
   replace(
@@ -85,6 +125,7 @@ export async function renderIdentityKeys(ctx: PageContext): Promise<void> {
     status.element,
     reveal,
     cards,
+    signingKeys,
   );
   await load();
 }

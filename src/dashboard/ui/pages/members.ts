@@ -1,5 +1,5 @@
 import { Role } from "../../../../gen/svc/v1/auth_pb.js";
-import { MemberStatus, type MemberInfo } from "../../../../gen/svc/v1/dashboard_pb.js";
+import { MemberStatus, type InvitationInfo, type MemberInfo } from "../../../../gen/svc/v1/dashboard_pb.js";
 import { api, dateOf } from "../client.js";
 import type { PageContext } from "../context.js";
 import { button, confirmButton, field, h, input, pager, replace, secretReveal, select, statusRegion, table, time } from "../dom.js";
@@ -10,14 +10,25 @@ const roleOptions = [
   { value: String(Role.ADMIN), label: "admin" },
 ];
 
-/** Operators of the organisation: invite by one-time link, change role, remove. */
+const roleName = (role: Role) => (role === Role.ADMIN ? "admin" : "member");
+
+/**
+ * Operators of the organisation: invite by a one-time invitation link, the
+ * pending invitations (new link, revoke), change role, remove.
+ */
 export async function renderMembers(ctx: PageContext): Promise<void> {
   const { organizationId } = ctx;
   const status = statusRegion();
   const reveal = h("div", {});
   const list = h("div", {});
+  const pending = h("div", {});
   const paging = { tokens: [""], next: "" };
+  const invitationPaging = { tokens: [""], next: "" };
   const me = ctx.session.operator?.accountId;
+
+  function showLink(email: string, url: string, note: string): void {
+    replace(reveal, secretReveal(`Invitation link for ${email}`, url, note, "invitation-link"));
+  }
 
   function actions(member: MemberInfo): Node | string {
     if (!ctx.isAdmin) return "";
@@ -32,25 +43,6 @@ export async function renderMembers(ctx: PageContext): Promise<void> {
         role.value = String(member.role);
       }
     });
-    const reissue =
-      member.status === MemberStatus.PENDING
-        ? button("New setup link", async () => {
-            try {
-              const link = await api.reissueSetupLink({ organizationId, accountId: member.accountId });
-              replace(
-                reveal,
-                secretReveal(
-                  `Setup link for ${member.email}`,
-                  link.setupUrl,
-                  "Give this link to the member. It works once, for 7 days; earlier links no longer work.",
-                  "setup-link",
-                ),
-              );
-            } catch (error) {
-              showProblem(error, {}, status);
-            }
-          })
-        : null;
     const remove = confirmButton(
       "Remove",
       `Remove ${member.email} from this organisation?`,
@@ -65,7 +57,44 @@ export async function renderMembers(ctx: PageContext): Promise<void> {
       },
       { "aria-label": `Remove ${member.email}` },
     );
-    return h("span", { class: "row-actions" }, role, " ", save, " ", reissue, " ", remove);
+    return h("span", { class: "row-actions" }, role, " ", save, " ", remove);
+  }
+
+  function invitationActions(invitation: InvitationInfo): Node | string {
+    if (!ctx.isAdmin) return "";
+    const reissue = button(
+      "New link",
+      async () => {
+        try {
+          const issued = await api.reissueInvitation({ organizationId, invitationId: invitation.invitationId });
+          showLink(
+            invitation.email,
+            issued.invitationUrl,
+            `Give this link to ${invitation.email} only. It works once, for 7 days; earlier links of this invitation no longer work.`,
+          );
+          await loadInvitations(invitationPaging.tokens[invitationPaging.tokens.length - 1] ?? "");
+        } catch (error) {
+          showProblem(error, {}, status);
+        }
+      },
+      { "aria-label": `New invitation link for ${invitation.email}` },
+    );
+    const revoke = confirmButton(
+      "Revoke",
+      `Revoke the invitation of ${invitation.email}?`,
+      async () => {
+        try {
+          await api.revokeInvitation({ organizationId, invitationId: invitation.invitationId });
+          status.show(`Revoked the invitation of ${invitation.email}.`, "success");
+          replace(reveal);
+          await loadInvitations(invitationPaging.tokens[invitationPaging.tokens.length - 1] ?? "");
+        } catch (error) {
+          showProblem(error, {}, status);
+        }
+      },
+      { "aria-label": `Revoke the invitation of ${invitation.email}` },
+    );
+    return h("span", { class: "row-actions" }, reissue, " ", revoke);
   }
 
   async function load(token: string): Promise<void> {
@@ -74,8 +103,8 @@ export async function renderMembers(ctx: PageContext): Promise<void> {
     const rows = page.members.map((m) => [
       h("span", {}, m.email, m.accountId === me ? h("span", { class: "muted" }, " (you)") : null),
       m.displayName,
-      m.role === Role.ADMIN ? "admin" : "member",
-      m.status === MemberStatus.PENDING ? h("span", { class: "badge badge-muted" }, "invited") : h("span", { class: "badge" }, "active"),
+      roleName(m.role),
+      m.status === MemberStatus.PENDING ? h("span", { class: "badge badge-muted" }, "not set up") : h("span", { class: "badge" }, "active"),
       time(dateOf(m.createdAt)),
       actions(m),
     ]);
@@ -83,6 +112,29 @@ export async function renderMembers(ctx: PageContext): Promise<void> {
       list,
       table("Members", ["E-mail", "Name", "Role", "Status", "Added", "Actions"], rows, "No members."),
       pager(paging, (next) => void load(next)),
+    );
+  }
+
+  async function loadInvitations(token: string): Promise<void> {
+    const page = await api.listInvitations({ organizationId, pageToken: token });
+    invitationPaging.next = page.nextPageToken;
+    const now = Date.now();
+    const rows = page.invitations.map((invitation) => {
+      const expires = dateOf(invitation.expiresAt);
+      const expired = expires !== undefined && expires.getTime() <= now;
+      return [
+        invitation.email,
+        invitation.displayName,
+        roleName(invitation.role),
+        invitation.invitedBy || h("span", { class: "muted" }, "unknown"),
+        expired ? h("span", { class: "badge badge-muted" }, "expired") : time(expires),
+        invitationActions(invitation),
+      ];
+    });
+    replace(
+      pending,
+      table("Pending invitations", ["E-mail", "Name", "Role", "Invited by", "Link expires", "Actions"], rows, "No pending invitations."),
+      pager(invitationPaging, (next) => void loadInvitations(next)),
     );
   }
 
@@ -113,26 +165,15 @@ export async function renderMembers(ctx: PageContext): Promise<void> {
           displayName: displayName.control.value,
           role: Number(role.control.value) as Role,
         });
-        if (invited.setupUrl) {
-          replace(
-            reveal,
-            secretReveal(
-              `Setup link for ${invited.member?.email ?? ""}`,
-              invited.setupUrl,
-              "Give this link to the new member. It works once, for 7 days, and is shown only now.",
-              "setup-link",
-            ),
-          );
-        } else {
-          replace(reveal);
-          status.show(
-            `${invited.member?.email ?? ""} already has an account: they can sign in now and choose this organisation.`,
-            "success",
-          );
-        }
+        const address = invited.invitation?.email ?? "";
+        showLink(
+          address,
+          invited.invitationUrl,
+          `Give this link to ${address} only, and it is shown only now. It works once, for 7 days: they open it and either create their account or sign in as ${address} to join this organisation.`,
+        );
         email.control.value = "";
         displayName.control.value = "";
-        await load(paging.tokens[paging.tokens.length - 1] ?? "");
+        await loadInvitations("");
       } catch (error) {
         showProblem(error, fields, status);
       } finally {
@@ -149,8 +190,10 @@ export async function renderMembers(ctx: PageContext): Promise<void> {
     form,
     status.element,
     reveal,
+    h("h2", {}, "Pending invitations"),
+    pending,
     h("h2", {}, "Members"),
     list,
   );
-  await load("");
+  await Promise.all([load(""), loadInvitations("")]);
 }

@@ -4,7 +4,7 @@ import { button, field, h, input, replace, statusRegion } from "../dom.js";
 import { clearErrors, showProblem } from "../forms.js";
 import { passkeyPromptProblem } from "./passkeys.js";
 
-function standalone(title: string, ...content: (Node | null)[]): HTMLElement {
+export function standalone(title: string, ...content: (Node | null)[]): HTMLElement {
   return h(
     "main",
     { class: "standalone", id: "main" },
@@ -111,9 +111,11 @@ export async function renderSetup(root: HTMLElement, options: { navigate(path: s
         h(
           "p",
           { role: "alert" },
-          "This page needs the one-time setup link that ",
+          "This page needs an organisation owner's one-time setup link, which ",
           h("code", {}, "gatehouse init"),
-          " printed or that an admin gave you.",
+          " or ",
+          h("code", {}, "gatehouse orgs create"),
+          " printed. Invited by an admin? Open the invitation link they gave you instead.",
         ),
       ),
     );

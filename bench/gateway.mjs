@@ -1,0 +1,325 @@
+// The gateway's data plane against other proxies of the same small GET, all
+// figures from one run. Every server (the upstream and the proxy under test)
+// is pinned to core 0, the load generator (autocannon, 50 connections) to
+// core 1. Scenarios take turns: each round runs every one once, and a ratio
+// is taken between the runs of one round; the table gives medians over the
+// rounds, so a noisy neighbour moves one round, not the figure.
+//
+//   node scripts/build.mjs && node bench/gateway.mjs [--seconds 5] [--rounds 3] [--connections 50]
+//
+// Targets: gateway / bare node:http proxy >= 0.9; gateway / @fastify/http-proxy
+// >= 1.0; plugins (session-auth + rate-limit + request-headers) / no plugins
+// >= 0.7; 10,000 routes / 10 routes >= 0.9; RSS with 10,000 routes <= 150 MB.
+// Reported: gateway / direct to the upstream, gateway / nginx (one worker,
+// proxy_pass; installed with apt-get when missing, else skipped), p99 added
+// over the bare proxy.
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { SignJWT, exportJWK, generateKeyPair } from "jose";
+import { freePort, load, median, pinToCore, printTable, root, spawnNode } from "./support.mjs";
+
+const args = process.argv.slice(2);
+const flag = (name, fallback) => {
+  const i = args.indexOf(`--${name}`);
+  return i === -1 ? fallback : args[i + 1];
+};
+const seconds = Number(flag("seconds", "5"));
+const rounds = Number(flag("rounds", "3"));
+const connections = Number(flag("connections", "50"));
+
+if (!existsSync(join(root, "dist", "src", "gateway", "gateway.js"))) {
+  console.error("dist/ has no gateway: run `node scripts/build.mjs` first");
+  process.exit(1);
+}
+
+const work = mkdtempSync(join(tmpdir(), "gatehouse-bench-gateway-"));
+const stopping = [];
+const stopAll = async () => {
+  for (const stop of stopping.reverse()) await stop().catch(() => {});
+  rmSync(work, { recursive: true, force: true });
+};
+
+// --- servers ----------------------------------------------------------------
+
+const upstreamScript = `
+const body = Buffer.from('{"plant":"monstera","ok":true}');
+require("node:http").createServer((req, res) => {
+  req.resume();
+  res.writeHead(200, { "content-type": "application/json", "content-length": body.length });
+  res.end(body);
+}).listen(Number(process.env.PORT), "127.0.0.1", () => console.log("upstream ready"));
+`;
+
+// The cheapest correct proxy: node:http piping request and answer through a keep-alive agent, no routing.
+const bareProxyScript = `
+const http = require("node:http");
+const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+const upstreamPort = Number(process.env.UPSTREAM_PORT);
+http.createServer((req, res) => {
+  const up = http.request({ host: "127.0.0.1", port: upstreamPort, method: req.method, path: req.url, headers: req.headers, agent }, (answer) => {
+    res.writeHead(answer.statusCode, answer.headers);
+    answer.pipe(res);
+  });
+  up.on("error", () => { res.writeHead(502); res.end(); });
+  req.pipe(up);
+}).listen(Number(process.env.PORT), "127.0.0.1", () => console.log("bare ready"));
+`;
+
+const fastifyScript = `
+import Fastify from "fastify";
+import proxy from "@fastify/http-proxy";
+const app = Fastify({ logger: false });
+await app.register(proxy, { upstream: "http://127.0.0.1:" + process.env.UPSTREAM_PORT });
+await app.listen({ port: Number(process.env.PORT), host: "127.0.0.1" });
+console.log("fastify ready");
+`;
+
+// A real gateway process: the state comes from a YAML document read by the platform's own reader.
+const gatewayScript = `
+import { readFileSync } from "node:fs";
+import { createGateway } from "./dist/src/gateway/gateway.js";
+import { readConfigDocument } from "./dist/src/domain/config/read-config-document.js";
+import { createLoggers } from "./dist/src/server/logger.js";
+const spec = JSON.parse(readFileSync(process.env.STATE_FILE, "utf8"));
+const loggers = createLoggers("info");
+const gateway = createGateway({ host: "127.0.0.1", port: Number(process.env.PORT), adminPort: 0, logger: loggers.app });
+gateway.apply({
+  organizationId: "bench", issuer: spec.issuer, audience: "bench", revision: 1,
+  document: readConfigDocument(spec.yaml).document,
+  jwks: spec.jwks, revokedSessions: new Map(), consumers: new Map(), secrets: new Map(Object.entries(spec.secrets)),
+});
+await gateway.listen();
+console.log("gateway ready");
+process.on("SIGTERM", () => gateway.close().then(() => { loggers.flush(); process.exit(0); }));
+`;
+
+async function start(name, script, env, { module = false } = {}) {
+  const port = await freePort();
+  const server = await spawnNode([...(module ? ["--input-type=module"] : []), "-e", script], {
+    env: { PORT: String(port), ...env },
+    core: 0,
+    ready: /ready/,
+  });
+  stopping.push(server.stop);
+  return { name, port, pid: server.child.pid, url: `http://127.0.0.1:${port}` };
+}
+
+function routesYaml(count, upstreamUrl, plugins) {
+  let yaml = "version: 1\n";
+  if (plugins) {
+    yaml += `plugins:
+  - name: session
+    type: session-auth
+    config: {forward_identity_header: x-identity-id}
+  - name: rl
+    type: rate-limit
+    config: {requests: 1000000000, window_seconds: 60}
+  - name: headers
+    type: request-headers
+    config:
+      set: {x-env: production, authorization: "Bearer \${secret:production/UPSTREAM_TOKEN}"}
+      remove: [x-debug]
+`;
+  }
+  yaml += "routes:\n";
+  for (let i = 0; i < count; i++) {
+    // A mix of exact and prefix routes over a few upstream paths, as a real table would have.
+    const path = i % 2 === 0 ? `/r/${i}` : `/r/${i}/*`;
+    yaml += `  - name: route-${i}\n    path: ${path}\n    upstream: ${upstreamUrl}\n`;
+    if (plugins) yaml += "    plugins: [session, rl, headers]\n";
+  }
+  return yaml;
+}
+
+async function startGateway(name, spec) {
+  const file = join(work, `${name.replace(/\W+/g, "-")}.json`);
+  writeFileSync(file, JSON.stringify(spec));
+  return start(name, gatewayScript, { STATE_FILE: file }, { module: true });
+}
+
+/** nginx with one worker and proxy_pass to the upstream, or undefined (with a message) when it cannot run here. */
+async function startNginx(upstreamPort) {
+  const has = () => spawnSync("sh", ["-c", "command -v nginx"]).status === 0;
+  if (!has()) {
+    if (process.getuid?.() === 0) {
+      process.stderr.write("installing nginx-light with apt-get...\n");
+      spawnSync("apt-get", ["install", "-y", "--no-install-recommends", "nginx-light"], {
+        stdio: "ignore",
+        env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" },
+      });
+    }
+    if (!has()) {
+      process.stderr.write("nginx is not installed and cannot be installed here (apt-get as root): the nginx row is skipped\n");
+      return undefined;
+    }
+  }
+  const port = await freePort();
+  const prefix = join(work, "nginx");
+  spawnSync("mkdir", ["-p", join(prefix, "logs"), join(prefix, "temp")]);
+  const conf = join(prefix, "nginx.conf");
+  writeFileSync(
+    conf,
+    `worker_processes 1;
+daemon off;
+pid ${join(prefix, "nginx.pid")};
+error_log ${join(prefix, "logs", "error.log")} warn;
+events { worker_connections 1024; }
+http {
+  access_log ${join(prefix, "logs", "access.log")} combined buffer=64k;
+  client_body_temp_path ${join(prefix, "temp")};
+  proxy_temp_path ${join(prefix, "temp")};
+  upstream app { server 127.0.0.1:${upstreamPort}; keepalive 64; }
+  server {
+    listen 127.0.0.1:${port};
+    location / {
+      proxy_pass http://app;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+    }
+  }
+}
+`,
+  );
+  const { spawn } = await import("node:child_process");
+  const command = spawnSync("sh", ["-c", "command -v taskset"]).status === 0 ? "taskset" : "nginx";
+  const argv = command === "taskset" ? ["-c", "0", "nginx", "-p", prefix, "-c", conf] : ["-p", prefix, "-c", conf];
+  const child = spawn(command, argv, { stdio: "ignore" });
+  stopping.push(
+    () =>
+      new Promise((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once("exit", () => resolve());
+        child.kill("SIGQUIT");
+        setTimeout(() => child.kill("SIGKILL"), 3000).unref();
+      }),
+  );
+  for (let i = 0; i < 100; i++) {
+    try {
+      const response = await fetch(`http://127.0.0.1:${port}/`);
+      if (response.ok) return { name: "nginx (1 worker, proxy_pass)", port, pid: child.pid, url: `http://127.0.0.1:${port}` };
+    } catch {
+      // not up yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  process.stderr.write("nginx did not start: the nginx row is skipped\n");
+  return undefined;
+}
+
+function rssMegabytes(pid) {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1]);
+    return kb / 1024;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+// --- the run ----------------------------------------------------------------
+
+try {
+  const upstream = await start("direct to the upstream", upstreamScript, {});
+  const upstreamEnv = { UPSTREAM_PORT: String(upstream.port) };
+  const bare = await start("bare node:http proxy", bareProxyScript, upstreamEnv);
+  const fastify = await start("@fastify/http-proxy", fastifyScript, upstreamEnv, { module: true });
+  const nginx = await startNginx(upstream.port);
+
+  // A real ES256 session token and its JWKS, as the control plane issues them.
+  const { publicKey, privateKey } = await generateKeyPair("ES256");
+  const jwk = { ...(await exportJWK(publicKey)), kid: "bench-key", alg: "ES256", use: "sig" };
+  const issuer = "http://127.0.0.1:8080";
+  const token = await new SignJWT({ sid: "bench-session" })
+    .setProtectedHeader({ alg: "ES256", kid: "bench-key", typ: "JWT" })
+    .setIssuer(issuer)
+    .setAudience("bench")
+    .setSubject("identity-1")
+    .setIssuedAt()
+    .setExpirationTime("2h")
+    .sign(privateKey);
+  const base = { issuer, jwks: { keys: [jwk] }, secrets: { "production/UPSTREAM_TOKEN": "upstream-token" } };
+  const gateway = await startGateway("gateway (10 routes)", { ...base, yaml: routesYaml(10, upstream.url, false) });
+  const plugins = await startGateway("gateway, session-auth + rate-limit + request-headers", {
+    ...base,
+    yaml: routesYaml(10, upstream.url, true),
+  });
+  const large = await startGateway("gateway (10,000 routes)", { ...base, yaml: routesYaml(10_000, upstream.url, false) });
+  process.stderr.write(`servers up; ${rounds} round(s) of ${seconds} s runs, ${connections} connections\n`);
+
+  // The same small GET through each: one exact route of the table (route-4 is exact).
+  const scenarios = [
+    { key: "direct", server: upstream, path: "/r/4" },
+    { key: "bare", server: bare, path: "/r/4" },
+    { key: "gateway", server: gateway, path: "/r/4" },
+    { key: "fastify", server: fastify, path: "/r/4" },
+    ...(nginx ? [{ key: "nginx", server: nginx, path: "/r/4" }] : []),
+    { key: "plugins", server: plugins, path: "/r/4", headers: { authorization: `Bearer ${token}` } },
+    { key: "large", server: large, path: "/r/5000" },
+  ];
+  // Each path answers 200 before the runs start (a misconfigured scenario would measure errors).
+  for (const scenario of scenarios) {
+    const response = await fetch(scenario.server.url + scenario.path, { headers: scenario.headers ?? {} });
+    if (response.status !== 200) throw new Error(`${scenario.server.name}: ${response.status} ${await response.text()}`);
+  }
+
+  pinToCore(1);
+  const runs = Object.fromEntries(scenarios.map((s) => [s.key, []]));
+  let largeRss = 0;
+  for (let round = 0; round < rounds; round++) {
+    for (const scenario of scenarios) {
+      const result = await load({
+        url: scenario.server.url + scenario.path,
+        connections,
+        duration: seconds,
+        headers: scenario.headers ?? {},
+        warmup: 1,
+      });
+      if (result.failures > 0) throw new Error(`${scenario.server.name}: ${result.failures} failed requests`);
+      runs[scenario.key].push(result);
+      if (scenario.key === "large") largeRss = Math.max(largeRss, rssMegabytes(large.pid));
+    }
+  }
+
+  const of = (key, field) => median(runs[key].map((run) => run[field]));
+  const ratio = (a, b) => median(runs[a].map((run, i) => run.rps / runs[b][i].rps));
+  const rows = scenarios.map((s) => ({
+    scenario: s.server.name,
+    "req/s": Math.round(of(s.key, "rps")),
+    "p50 ms": of(s.key, "p50"),
+    "p99 ms": of(s.key, "p99"),
+  }));
+  printTable(
+    `Small GET, ${connections} connections, servers on core 0, medians of ${rounds} round(s) of ${seconds} s (bench/gateway.mjs)`,
+    rows,
+  );
+
+  const verdict = (value, target, higherIsBetter = true) =>
+    target === undefined ? "reported" : (higherIsBetter ? value >= target : value <= target) ? "met" : "MISSED";
+  const figures = [
+    ["gateway / bare node:http proxy", ratio("gateway", "bare"), 0.9],
+    ["gateway / direct to the upstream", ratio("gateway", "direct"), undefined],
+    ["gateway / @fastify/http-proxy", ratio("gateway", "fastify"), 1.0],
+    ...(nginx ? [["gateway / nginx (1 worker)", ratio("gateway", "nginx"), undefined]] : []),
+    ["session-auth + rate-limit + request-headers / no plugins", ratio("plugins", "gateway"), 0.7],
+    ["10,000 routes / 10 routes", ratio("large", "gateway"), 0.9],
+  ].map(([figure, value, target]) => ({
+    figure,
+    value: value.toFixed(2),
+    target: target === undefined ? "-" : `>= ${target.toFixed(1)}`,
+    verdict: verdict(value, target),
+  }));
+  figures.push({
+    figure: "RSS with 10,000 routes (MB)",
+    value: largeRss.toFixed(0),
+    target: "<= 150",
+    verdict: verdict(largeRss, 150, false),
+  });
+  const addedP99 = median(runs.gateway.map((run, i) => run.p99 - runs.bare[i].p99));
+  figures.push({ figure: "p99 added over the bare proxy (ms)", value: addedP99.toFixed(2), target: "-", verdict: "reported" });
+  printTable("Ratios (medians of per-round ratios)", figures);
+} finally {
+  await stopAll();
+}

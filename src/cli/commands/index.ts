@@ -1,0 +1,26 @@
+import type { CommandGroup } from "../program.js";
+import { registerCompletion } from "./completion.js";
+import { registerInit } from "./init.js";
+import { registerKeys } from "./keys.js";
+import { registerOrgs } from "./orgs.js";
+import { registerRun } from "./run.js";
+import { registerSecrets } from "./secrets.js";
+import { registerServe } from "./serve.js";
+import { registerSettings } from "./settings.js";
+import { registerSigningKey } from "./signing-key.js";
+
+/**
+ * Every command group, in the order help lists them. A new group is one file
+ * in this folder (a CommandGroup) and one line here.
+ */
+export const commandGroups: readonly CommandGroup[] = [
+  registerServe,
+  registerInit,
+  registerOrgs,
+  registerKeys,
+  registerSettings,
+  registerSigningKey,
+  registerSecrets,
+  registerRun,
+  registerCompletion,
+];

@@ -1,0 +1,45 @@
+import { createTenancyStore } from "../../storage/tenancy-store.js";
+import { formatRecord, formatTable } from "../format.js";
+import { type CommandGroup, examples, helpGroups } from "../program.js";
+import { withApp } from "../with-app.js";
+
+/** `gatehouse orgs create|list`: organisations, on the data store directly. */
+export const registerOrgs: CommandGroup = (program, cli) => {
+  const orgs = program.command("orgs").helpGroup(helpGroups.operator).description("create and list organisations");
+
+  const create = orgs
+    .command("create")
+    .description("create an organisation with its publishable and secret keys and an owner setup link (shown once)")
+    .requiredOption("--name <name>", "the organisation's display name")
+    .action(async (options: { name: string }) => {
+      const org = await withApp(cli.out, "creating the organisation", (app) => app.tenancy.createOrganization(options.name));
+      const out = {
+        organization_id: org.organizationId,
+        publishable_key: org.publishableKey,
+        secret_key: org.secretKey,
+        dashboard_setup_url: org.dashboardSetupUrl,
+      };
+      cli.out.result(out, () => formatRecord(out));
+    });
+  examples(create, ['gatehouse orgs create --name "Acme"', 'gatehouse orgs create --name "Acme" --json']);
+
+  const list = orgs
+    .command("list")
+    .description("list every organisation")
+    .action(async () => {
+      const rows = await withApp(cli.out, "reading organisations", async (app) =>
+        (await createTenancyStore(app.database.client).listOrganizations()).map((o) => ({
+          organization_id: o.id,
+          name: o.name,
+          created_at: o.createdAt.toISOString(),
+        })),
+      );
+      cli.out.result(rows, () =>
+        formatTable(
+          ["ORGANIZATION_ID", "CREATED", "NAME"],
+          rows.map((r) => [r.organization_id, r.created_at, r.name]),
+        ),
+      );
+    });
+  examples(list, ["gatehouse orgs list", "gatehouse orgs list --json"]);
+};

@@ -1,0 +1,52 @@
+import { type CommandGroup, examples, helpGroups } from "../program.js";
+import { formatCredentials } from "./init.js";
+
+/** `gatehouse serve`: what `npm start` runs. */
+export const registerServe: CommandGroup = (program, cli) => {
+  const serve = program
+    .command("serve")
+    .helpGroup(helpGroups.operator)
+    .description("start the platform API, gRPC and the sample plant API (what npm start runs)")
+    .addHelpText(
+      "after",
+      "\nOn the first start of an empty store, prints the first credentials once (as init does).\n" +
+        "Addresses and storage come from PORT, HOST, PUBLIC_URL, GRPC_PORT, SAMPLE_PORT, DATABASE_URL\n" +
+        "and GATEHOUSE_DATA_DIR (see the README). SIGTERM or SIGINT drains requests in flight and stops.\n" +
+        "With --json: one line {platform_url, grpc_url, sample_url[, credentials]} once listening.",
+    )
+    .action(async () => {
+      const [{ createApp }, { loadConfig }] = await Promise.all([import("../../app.js"), import("../../config.js")]);
+      const app = await createApp({ config: loadConfig() });
+      try {
+        const credentials = await app.initialize();
+        const listening = await app.listen();
+        app.logger.info({ ...listening }, "gatehouse listening");
+        if (cli.out.json) {
+          cli.out.write(
+            `${JSON.stringify({
+              platform_url: listening.url,
+              grpc_url: listening.grpcUrl,
+              sample_url: listening.sampleUrl,
+              ...(credentials ? { credentials } : {}),
+            })}\n`,
+          );
+        } else {
+          if (credentials) cli.out.write(formatCredentials(credentials));
+          cli.out.write(
+            `Gatehouse platform API  ${listening.url}\n          gRPC (h2c)    ${listening.grpcUrl}\n          plant API     ${listening.sampleUrl}\n`,
+          );
+        }
+        await new Promise<void>((resolve) => {
+          const stop = (signal: string) => {
+            app.logger.info({ signal }, "shutting down");
+            resolve();
+          };
+          process.once("SIGTERM", () => stop("SIGTERM"));
+          process.once("SIGINT", () => stop("SIGINT"));
+        });
+      } finally {
+        await app.close();
+      }
+    });
+  examples(serve, ["gatehouse serve", "PORT=9000 PUBLIC_URL=https://auth.example.com gatehouse serve", "gatehouse serve --json"]);
+};

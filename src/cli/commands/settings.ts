@@ -1,0 +1,77 @@
+import {
+  checkIdentitySettings,
+  effectiveSettings,
+  parseSettingsAssignments,
+  settingsKeyHelp,
+  settingsToJson,
+} from "../../domain/identity/settings.js";
+import { createIdentityStore } from "../../storage/identity-store.js";
+import { formatRecord } from "../format.js";
+import { type CommandGroup, examples, helpGroups } from "../program.js";
+import { requireOrganization, withApp } from "../with-app.js";
+
+const keyWidth = Math.max(...Object.keys(settingsKeyHelp).map((key) => key.length));
+
+const keysHelp = `
+Keys:
+${Object.entries(settingsKeyHelp)
+  .map(([key, help]) => `  ${key.padEnd(keyWidth)}  ${help}`)
+  .join("")}
+
+Combinations that cannot work are refused with the rule they break: the RP ID is a
+domain (not an IP address); every origin is https (http only for localhost); and every
+origin lies within the RP ID ("the RP ID must be equal to the origin's effective domain,
+or a registrable domain suffix of the origin's effective domain", WebAuthn Level 3).
+An empty rp_id or origins follows PUBLIC_URL.`;
+
+function formatSettings(settings: Record<string, unknown>): string {
+  return formatRecord(
+    Object.fromEntries(Object.entries(settings).map(([key, value]) => [key, Array.isArray(value) ? value.join(",") : String(value)])),
+  );
+}
+
+/** `gatehouse settings get|set`: identity settings, on the data store directly (no key can change them). */
+export const registerSettings: CommandGroup = (program, cli) => {
+  const settings = program
+    .command("settings")
+    .helpGroup(helpGroups.operator)
+    .description("show and change an organisation's identity settings (operators only)");
+
+  const get = settings
+    .command("get")
+    .description("show the identity settings in effect, defaults resolved")
+    .requiredOption("--org <id>", "organisation id")
+    .action(async (options: { org: string }) => {
+      const current = await withApp(cli.out, "reading settings", async (app) => {
+        await requireOrganization(app, options.org);
+        const stored = await createIdentityStore(app.database.client).findSettings(options.org);
+        return settingsToJson(effectiveSettings(stored, app.config.publicUrl));
+      });
+      cli.out.result(current, () => formatSettings(current));
+    });
+  examples(get, ['gatehouse settings get --org "$ORG"', 'gatehouse settings get --org "$ORG" --json']);
+
+  const set = settings
+    .command("set")
+    .description("change identity settings; every problem is listed at once and nothing changes")
+    .requiredOption("--org <id>", "organisation id")
+    .argument("<key=value...>", "settings to change (keys below)")
+    .addHelpText("after", keysHelp)
+    .action(async (assignments: string[], options: { org: string }) => {
+      // Validate before opening the store: every problem of the command line is listed at once.
+      const patch = parseSettingsAssignments(assignments);
+      const saved = await withApp(cli.out, "saving settings", async (app) => {
+        await requireOrganization(app, options.org);
+        const store = createIdentityStore(app.database.client);
+        const stored = await store.findSettings(options.org);
+        checkIdentitySettings({ ...stored, ...patch }, app.config.publicUrl);
+        return settingsToJson(effectiveSettings(await store.saveSettings(options.org, patch, new Date()), app.config.publicUrl));
+      });
+      cli.out.result(saved, () => formatSettings(saved));
+    });
+  examples(set, [
+    'gatehouse settings set --org "$ORG" password=true',
+    'gatehouse settings set --org "$ORG" rp_id=example.com origins=https://example.com,https://app.example.com',
+    'gatehouse settings set --org "$ORG" rp_id= origins=        # back to the defaults from PUBLIC_URL',
+  ]);
+};

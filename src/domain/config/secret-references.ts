@@ -1,0 +1,210 @@
+import { DomainError } from "../errors.js";
+import type { CanonicalResource, PluginResource, RouteResource } from "./config-document.js";
+import type { PathViolation } from "./path-violations.js";
+import { configError, placeViolations, type Locate } from "./read-config-document.js";
+import type { ValidatedDocument } from "./validate-config-document.js";
+
+/**
+ * Secret references in a configuration (CONTRACT.md "Gateway (data plane)"):
+ * a `request-headers` value may hold `${secret:<environment>/<name>}`, which
+ * the gateway replaces with the secret's value. Environment and name follow
+ * the secrets API's patterns.
+ */
+export interface SecretReference {
+  environment: string;
+  name: string;
+}
+
+/** A reference and where it stands: plugin, `set` or `add`, header, and the whole value. */
+export interface PlacedReference extends SecretReference {
+  plugin: string;
+  field: "set" | "add";
+  header: string;
+  value: string;
+}
+
+const opening = "${secret:";
+/** One whole reference, read where an opening was found. */
+const referenceAt = /\$\{secret:([a-z0-9][a-z0-9_-]{0,63})\/([A-Za-z_][A-Za-z0-9_.-]{0,127})\}/y;
+const referenceFields = ["set", "add"] as const;
+
+/** `<environment>/<name>`: how a reference is keyed (neither part can hold "/"). */
+export function secretKey(reference: SecretReference): string {
+  return `${reference.environment}/${reference.name}`;
+}
+
+/** The references a header value holds; undefined when it holds a malformed one. */
+export function readReferences(value: string): SecretReference[] | undefined {
+  const found: SecretReference[] = [];
+  for (let at = value.indexOf(opening); at !== -1; at = value.indexOf(opening, at + 1)) {
+    referenceAt.lastIndex = at;
+    const match = referenceAt.exec(value);
+    if (!match) return undefined;
+    found.push({ environment: match[1] as string, name: match[2] as string });
+  }
+  return found;
+}
+
+function parsed<T>(resource: CanonicalResource): T {
+  return (resource.value ?? JSON.parse(resource.spec)) as T;
+}
+
+/** Every reference of a set of resources (malformed values, which validation refuses, are skipped). */
+export function placedReferences(resources: readonly CanonicalResource[]): PlacedReference[] {
+  const placed: PlacedReference[] = [];
+  for (const resource of resources) {
+    if (resource.kind !== "plugins") continue;
+    const plugin = parsed<PluginResource>(resource);
+    if (plugin.type !== "request-headers") continue;
+    for (const field of referenceFields) {
+      const headers = plugin.config[field];
+      if (!headers || typeof headers !== "object" || Array.isArray(headers)) continue;
+      for (const [header, value] of Object.entries(headers)) {
+        if (typeof value !== "string" || !value.includes(opening)) continue;
+        for (const reference of readReferences(value) ?? []) placed.push({ ...reference, plugin: plugin.name, field, header, value });
+      }
+    }
+  }
+  return placed;
+}
+
+/** The distinct secrets a configuration references, sorted by `<environment>/<name>`. */
+export function referencedSecrets(resources: readonly CanonicalResource[]): SecretReference[] {
+  const unique = new Map<string, SecretReference>();
+  for (const { environment, name } of placedReferences(resources)) unique.set(secretKey({ environment, name }), { environment, name });
+  return [...unique.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, reference]) => reference);
+}
+
+/** Names of the plugins that reference a secret, sorted. */
+export function pluginsReferencing(resources: readonly CanonicalResource[], secret: SecretReference): string[] {
+  const key = secretKey(secret);
+  return [
+    ...new Set(
+      placedReferences(resources)
+        .filter((p) => secretKey(p) === key)
+        .map((p) => p.plugin),
+    ),
+  ].sort();
+}
+
+/**
+ * What a configuration does with secrets, as facts a member may keep but not
+ * add: each value that references a secret, where it stands; and each upstream a
+ * referenced secret is sent to (through any route that uses the plugin). So a
+ * member can neither write a new reference nor send an existing one to an
+ * upstream of their choosing (by pointing a route elsewhere or adding the
+ * plugin to another route).
+ */
+function secretFacts(resources: readonly CanonicalResource[]): Map<string, string> {
+  const facts = new Map<string, string>();
+  const placed = placedReferences(resources);
+  if (placed.length === 0) return facts;
+  const byPlugin = new Map<string, PlacedReference[]>();
+  for (const p of placed) {
+    facts.set(
+      JSON.stringify(["value", p.plugin, p.field, p.header, p.value]),
+      `plugin "${p.plugin}" would put secret "${secretKey(p)}" in its ${p.field} header "${p.header}"`,
+    );
+    byPlugin.set(p.plugin, [...(byPlugin.get(p.plugin) ?? []), p]);
+  }
+  for (const resource of resources) {
+    if (resource.kind !== "routes") continue;
+    const route = parsed<RouteResource>(resource);
+    for (const plugin of route.plugins ?? []) {
+      for (const p of byPlugin.get(plugin) ?? []) {
+        facts.set(
+          JSON.stringify(["upstream", route.upstream, secretKey(p)]),
+          `route "${route.name}" would send secret "${secretKey(p)}" (plugin "${plugin}") to its upstream`,
+        );
+      }
+    }
+  }
+  return facts;
+}
+
+export interface SecretReferenceCheck {
+  organizationId: string;
+  /** The document being applied, and where its values stand. */
+  document: ValidatedDocument;
+  locate: Locate;
+  /** The configuration before and after the change. */
+  before: readonly CanonicalResource[];
+  after: readonly CanonicalResource[];
+  /** The caller's role in the organisation. */
+  role: "admin" | "member" | undefined;
+  /** Of the given secrets, the keys (`<environment>/<name>`) of those that exist. */
+  existing(secrets: readonly SecretReference[]): Promise<Set<string>>;
+}
+
+/**
+ * The rules of CONTRACT.md about secret references, checked inside the
+ * import's transaction (so that a secret cannot be deleted between the check
+ * and the commit: deleting one takes the same configuration lock). In order:
+ * a malformed reference is 400; adding or changing a reference without the
+ * admin role is 403 (before the existence check, so a member learns nothing
+ * about which secrets exist); a reference to a secret that does not exist is
+ * 400 with the YAML line.
+ */
+export async function checkSecretReferences(input: SecretReferenceCheck): Promise<void> {
+  const malformed: PathViolation[] = [];
+  const inDocument: { reference: SecretReference; path: PathViolation["path"] }[] = [];
+  for (const resource of input.document.plugins) {
+    const plugin = resource.value as PluginResource;
+    if (plugin.type !== "request-headers") continue;
+    for (const field of referenceFields) {
+      const headers = plugin.config[field];
+      if (!headers || typeof headers !== "object" || Array.isArray(headers)) continue;
+      for (const [header, value] of Object.entries(headers)) {
+        if (typeof value !== "string" || !value.includes(opening)) continue;
+        const path = ["plugins", resource.index, "config", field, header];
+        const references = readReferences(value);
+        if (!references) {
+          malformed.push({
+            path,
+            description: `holds a malformed secret reference: write \${secret:<environment>/<name>} (e.g. "Bearer \${secret:production/UPSTREAM_TOKEN}"), with the environment and name of a stored secret`,
+            at: "value",
+          });
+          continue;
+        }
+        for (const reference of references) inDocument.push({ reference, path });
+      }
+    }
+  }
+  if (malformed.length > 0) throw configError(placeViolations(malformed, input.locate));
+
+  if (input.role !== "admin") {
+    const before = secretFacts(input.before);
+    for (const [fact, description] of secretFacts(input.after)) {
+      if (before.has(fact)) continue;
+      throw new DomainError(
+        "permission_denied",
+        "secret_reference_needs_admin",
+        `this change adds or changes a secret reference, which needs the admin role (secret references are as privileged as the secrets): ${description}; nothing was applied`,
+      );
+    }
+  }
+
+  if (inDocument.length === 0) return;
+  const asked = new Map(inDocument.map(({ reference }) => [secretKey(reference), reference]));
+  const existing = await input.existing([...asked.values()]);
+  const missing: PathViolation[] = [];
+  for (const { reference, path } of inDocument) {
+    if (existing.has(secretKey(reference))) continue;
+    missing.push({
+      path,
+      description: `references secret "${reference.name}" in environment "${reference.environment}", which does not exist: store it first (PUT /organization/${input.organizationId}/secrets) or correct the reference`,
+      at: "value",
+    });
+  }
+  if (missing.length > 0) throw configError(placeViolations(missing, input.locate));
+}
+
+/** 409 (aborted: the state conflicts with the request) for deleting a secret the current configuration references. */
+export function secretInUse(secret: SecretReference, plugins: readonly string[]): DomainError {
+  return new DomainError(
+    "aborted",
+    "secret_in_use",
+    `secret "${secret.name}" in environment "${secret.environment}" is referenced by plugin ${plugins.map((p) => `"${p}"`).join(", ")} of the current configuration: remove the reference first, then delete the secret`,
+    plugins.map((plugin) => ({ field: `plugins/${plugin}`, description: `references \${secret:${secretKey(secret)}}` })),
+  );
+}

@@ -1,0 +1,124 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { STATUS_CODES } from "node:http";
+import { ErrorDetailSchema } from "../../gen/svc/v1/errors_pb.js";
+import { errorJson, httpStatusOf } from "../server/error-body.js";
+
+/**
+ * An answer the gateway makes itself (CONTRACT.md "Gateway": 404, 405, 401,
+ * 403, 429, 502, 503, 504): the platform's Connect JSON error body with a
+ * stable reason, rendered once when the configuration is compiled (or once
+ * per process) rather than per request. Messages say what to do and never
+ * repeat anything the request carried.
+ */
+export interface GatewayAnswer {
+  readonly status: number;
+  /** The JSON body, as bytes. */
+  readonly body: Buffer;
+  /** The Connect code's wire name, for logs. */
+  readonly reason: string;
+}
+
+export function gatewayAnswer(
+  code: Code,
+  reason: string,
+  message: string,
+  options: { status?: number; retryAfterSeconds?: number } = {},
+): GatewayAnswer {
+  const error = new ConnectError(message, code);
+  error.details.push({
+    desc: ErrorDetailSchema,
+    value: create(ErrorDetailSchema, { reason, retryAfterSeconds: options.retryAfterSeconds ?? 0 }),
+  });
+  return { status: options.status ?? httpStatusOf(code), body: Buffer.from(JSON.stringify(errorJson(error))), reason };
+}
+
+/** The answers that do not depend on the configuration. */
+export const answers = {
+  notConfigured: gatewayAnswer(
+    Code.Unavailable,
+    "gateway_not_configured",
+    "the gateway has not loaded a configuration yet: retry shortly (its /readyz answers 200 once it has one)",
+  ),
+  notFound: gatewayAnswer(Code.NotFound, "route_not_found", "no route of this gateway serves this host and path: check the URL"),
+  badTarget: gatewayAnswer(
+    Code.InvalidArgument,
+    "malformed_path",
+    "the request path is malformed: send an absolute path (origin form) with valid percent-encoding and no . or .. segments",
+  ),
+  notWebSocket: gatewayAnswer(
+    Code.InvalidArgument,
+    "unsupported_upgrade",
+    "only WebSocket upgrades (Upgrade: websocket) are tunnelled: send the request without an Upgrade header",
+  ),
+  upstreamUnreachable: gatewayAnswer(
+    Code.Unavailable,
+    "upstream_unreachable",
+    "the route's upstream refused or reset the connection: retry later, or tell the upstream's operators",
+    { status: 502 },
+  ),
+  upstreamTimeout: gatewayAnswer(
+    Code.DeadlineExceeded,
+    "upstream_timeout",
+    "the route's upstream did not answer in time: retry later, or tell the upstream's operators",
+  ),
+  sessionMissing: gatewayAnswer(
+    Code.Unauthenticated,
+    "session_missing",
+    "this route needs a session: send Authorization: Bearer <session token>",
+  ),
+  sessionInvalid: gatewayAnswer(
+    Code.Unauthenticated,
+    "session_invalid",
+    "the session token is invalid, expired or revoked: sign in again for a new one",
+  ),
+  noAllowRule: gatewayAnswer(
+    Code.PermissionDenied,
+    "no_allow_rule_matched",
+    "the request matches none of the route's allow rules: it is refused",
+  ),
+  unresolvedSecret: gatewayAnswer(
+    Code.Unavailable,
+    "secret_unresolved",
+    "the route's configuration references a secret the gateway has not resolved yet: retry later",
+  ),
+  ruleUnavailable: gatewayAnswer(
+    Code.Unavailable,
+    "rule_unavailable",
+    "one of the route's rules cannot be evaluated by this gateway: the route is closed until its configuration is fixed",
+  ),
+  shuttingDown: gatewayAnswer(Code.Unavailable, "gateway_shutting_down", "the gateway is shutting down: retry on another instance"),
+};
+
+const methodNotAllowed = new Map<string, GatewayAnswer>();
+/** The 405 for a path whose routes serve only `allow` (one answer per distinct list). */
+export function methodNotAllowedAnswer(allow: string): GatewayAnswer {
+  let answer = methodNotAllowed.get(allow);
+  if (answer === undefined) {
+    answer = gatewayAnswer(
+      Code.Unimplemented,
+      "method_not_allowed",
+      `the routes of this path do not serve the request's method: use one of ${allow} (see the Allow header)`,
+      { status: 405 },
+    );
+    methodNotAllowed.set(allow, answer);
+  }
+  return answer;
+}
+
+export function rateLimitedAnswer(route: string, retryAfterSeconds: number): GatewayAnswer {
+  return gatewayAnswer(Code.ResourceExhausted, "rate_limited", `too many requests to route ${route}: retry after ${retryAfterSeconds} s`, {
+    retryAfterSeconds,
+  });
+}
+
+/**
+ * The bytes of an answer written straight onto a socket (an upgrade request
+ * the gateway refuses): an HTTP/1.1 response that closes the connection.
+ * `headers` are [name, value, ...] the gateway built (never raw request text).
+ */
+export function rawAnswer(answer: GatewayAnswer, headers: readonly string[]): Buffer {
+  let head = `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? ""}\r\ncontent-type: application/json\r\ncontent-length: ${answer.body.length}\r\nconnection: close\r\n`;
+  for (let i = 0; i < headers.length; i += 2) head += `${headers[i]}: ${headers[i + 1]}\r\n`;
+  return Buffer.concat([Buffer.from(`${head}\r\n`, "latin1"), answer.body]);
+}

@@ -1,0 +1,575 @@
+import { createHash, randomBytes } from "node:crypto";
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
+import type { Dispatcher } from "undici";
+import type { AccessLog } from "./access-log.js";
+import type { CompiledGatewayState, CompiledRoute, CompiledRule } from "./compile-gateway-state.js";
+import { answers, methodNotAllowedAnswer, rateLimitedAnswer, rawAnswer, type GatewayAnswer } from "./gateway-answer.js";
+import type { GatewayMetrics, RouteMetrics, UpstreamErrorKind } from "./gateway-metrics.js";
+import type { RateDecision } from "./rate-limiter.js";
+import { canonicalPath, pathOfTarget } from "./request-path.js";
+import { allowHeaderOf, methodIndex } from "./route-table.js";
+import type { VerifiedSession } from "./session-verifier.js";
+import { openTunnel } from "./websocket-tunnel.js";
+
+export interface GatewayHandlerDeps {
+  /** The compiled state new requests are served with; undefined until one is loaded. */
+  current(): CompiledGatewayState | undefined;
+  /** Called when a request served with `compiled` has finished. */
+  settled(compiled: CompiledGatewayState): void;
+  /** True once the gateway is closing: answers ask clients to close their connections. */
+  closing(): boolean;
+  metrics: GatewayMetrics;
+  accessLog: AccessLog;
+  /** Epoch ms: rate-limit windows and token expiry. */
+  clock(): number;
+  upstreamTimeoutMs: number;
+  /** Open WebSocket tunnels (client sockets), ended when the gateway closes. */
+  tunnels: Set<Duplex>;
+}
+
+const requestIdPrefix = randomBytes(4).toString("hex");
+let requestCounter = 0;
+const safeRequestId = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/** Bodies of refused requests up to this size are read and dropped to keep the connection; larger ones close it. */
+const drainableBodyBytes = 64 * 1024;
+
+/** Response header names never passed back to the client: hop-by-hop (RFC 9110 section 7.6.1). */
+const droppedResponseHeaders: ReadonlySet<string> = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "proxy-authenticate",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+]);
+
+/** Scratch space for rate-limit decisions: each is filled and read within one synchronous step. */
+const decision: RateDecision = { allowed: true, limit: 0, remaining: 0, resetSeconds: 0, retryAfterSeconds: 0 };
+
+/**
+ * Field names a Connection header lists as hop-by-hop (RFC 9110 section
+ * 7.6.1), besides the usual "keep-alive" and "close" that name no field.
+ */
+function connectionOptions(value: string | string[] | undefined): string[] | undefined {
+  if (value === undefined) return undefined;
+  const text = Array.isArray(value) ? value.join(",") : value;
+  if (text.length <= 10) {
+    const lower = text.toLowerCase();
+    if (lower === "keep-alive" || lower === "close") return undefined;
+  }
+  const names: string[] = [];
+  for (const part of text.split(",")) {
+    const name = part.trim().toLowerCase();
+    if (name !== "" && name !== "close" && name !== "keep-alive") names.push(name);
+  }
+  return names.length === 0 ? undefined : names;
+}
+
+/** `host[:port]` to the host alone, lower case, without a trailing dot. */
+function hostOf(value: string | undefined): string {
+  if (value === undefined || value === "") return "";
+  let host = value;
+  if (host.charCodeAt(0) === 91 /* [ */) {
+    const end = host.indexOf("]");
+    host = end === -1 ? host : host.slice(0, end + 1);
+  } else {
+    const colon = host.lastIndexOf(":");
+    if (colon !== -1) host = host.slice(0, colon);
+  }
+  if (host.endsWith(".")) host = host.slice(0, -1);
+  return host.toLowerCase();
+}
+
+/** The TCP peer address; an IPv4-mapped IPv6 address as the IPv4 address it is. */
+function peerOf(req: IncomingMessage): string {
+  const address = req.socket.remoteAddress ?? "";
+  return address.startsWith("::ffff:") && address.includes(".") ? address.slice(7) : address;
+}
+
+/** The token of `Authorization: Bearer <token>` (RFC 6750 section 2.1), or undefined. */
+function bearerToken(value: string | undefined): string | undefined {
+  if (value === undefined || value.length < 8) return undefined;
+  if (value.charCodeAt(6) !== 32 || value.slice(0, 6).toLowerCase() !== "bearer") return undefined;
+  const token = value.slice(7).trim();
+  return token === "" ? undefined : token;
+}
+
+function ruleMatches(rule: CompiledRule, req: IncomingMessage, path: string, peer: string): boolean {
+  switch (rule.kind) {
+    case "path":
+      return path.startsWith(rule.prefix);
+    case "ip":
+      return peer !== "" && rule.blocks.check(peer, peer.includes(":") ? "ipv6" : "ipv4");
+    case "header": {
+      // A header the request does not carry matches no pattern.
+      const value = req.headers[rule.header];
+      if (value === undefined) return false;
+      return rule.regex.test(Array.isArray(value) ? value.join(", ") : value);
+    }
+  }
+}
+
+function hasBody(headers: IncomingHttpHeaders): boolean {
+  const length = headers["content-length"];
+  return length !== undefined ? length !== "0" : headers["transfer-encoding"] !== undefined;
+}
+
+function upstreamErrorKind(error: Error): UpstreamErrorKind {
+  const code = (error as { code?: string }).code;
+  switch (code) {
+    case "UND_ERR_HEADERS_TIMEOUT":
+    case "UND_ERR_CONNECT_TIMEOUT":
+    case "UND_ERR_BODY_TIMEOUT":
+    case "ETIMEDOUT":
+      return "timeout";
+    case "ECONNREFUSED":
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+    case "EHOSTUNREACH":
+    case "ENETUNREACH":
+    case "EADDRNOTAVAIL":
+      return "refused";
+    default:
+      return "reset";
+  }
+}
+
+/**
+ * One request through the gateway, from arrival to the end of its answer,
+ * served wholly by the compiled state current when it arrived. It is also
+ * the undici dispatch handler of the upstream request (no closures per
+ * request on the common path).
+ */
+export class Exchange implements Dispatcher.DispatchHandler {
+  route: CompiledRoute | undefined = undefined;
+  metrics: RouteMetrics | undefined = undefined;
+  compiled: CompiledGatewayState | undefined = undefined;
+  /** The matching form of the path. */
+  path = "";
+  peer = "";
+  now = 0;
+  consumerId: string | undefined = undefined;
+  identityId: string | undefined = undefined;
+  /** Headers added to every answer of the route (CORS, RateLimit-*): [name, value, ...]. */
+  extra: string[] | undefined = undefined;
+  /** Whether the route's CORS policy owns the Access-Control-* response headers. */
+  corsOwned = false;
+  upstreamStatus = 0;
+  controller: Dispatcher.DispatchController | undefined = undefined;
+  clientGone = false;
+  settled = false;
+  /** Set when the upstream failed after its answer had started: the client's connection is cut and the request counts as 502. */
+  upstreamFailed = false;
+  /** Set while the upstream is slower than the client at taking data. */
+  waitingForDrain = false;
+
+  constructor(
+    readonly deps: GatewayHandlerDeps,
+    readonly req: IncomingMessage,
+    /** The response, for a plain request; undefined for an upgrade. */
+    readonly res: ServerResponse | undefined,
+    /** The client socket of an upgrade request. */
+    readonly socket: Duplex | undefined,
+    readonly head: Buffer | undefined,
+    readonly requestId: string,
+    readonly started: number,
+  ) {}
+
+  // --- gateway-made answers -------------------------------------------------
+
+  answer(answer: GatewayAnswer, headers?: readonly string[]): undefined {
+    if (this.clientGone) return;
+    const out = ["x-request-id", this.requestId];
+    if (this.extra !== undefined) out.push(...this.extra);
+    if (headers !== undefined) out.push(...headers);
+    const res = this.res;
+    if (res === undefined) {
+      this.socket?.end(rawAnswer(answer, out));
+      this.settle(answer.status);
+      return;
+    }
+    const req = this.req;
+    if (!req.complete && hasBody(req.headers)) {
+      const length = Number(req.headers["content-length"]);
+      if (Number.isFinite(length) && length <= drainableBodyBytes) req.resume();
+      else out.push("connection", "close");
+    } else if (this.deps.closing()) {
+      out.push("connection", "close");
+    }
+    out.push("content-type", "application/json", "content-length", String(answer.body.length));
+    res.writeHead(answer.status, out);
+    res.end(answer.body);
+  }
+
+  // --- the pipeline ---------------------------------------------------------
+
+  /** Routing, then the plugins in the contract's order, then the upstream. */
+  run(compiled: CompiledGatewayState): undefined {
+    this.compiled = compiled;
+    const req = this.req;
+    const target = req.url ?? "";
+    const path = target.charCodeAt(0) === 47 ? canonicalPath(pathOfTarget(target)) : undefined;
+    if (path === undefined) return this.answer(answers.badTarget);
+    this.path = path;
+    const headers = req.headers;
+    const host = hostOf(headers.host);
+    const method = methodIndex(req.method ?? "GET");
+    let found = compiled.routing.table.lookup(host, path, method);
+    let preflight = false;
+    if (this.res !== undefined && method === 6 && headers.origin !== undefined) {
+      const requested = headers["access-control-request-method"];
+      if (requested !== undefined) {
+        if (typeof found === "number") {
+          // A browser's preflight for a route that does not serve OPTIONS itself: the route of the method it asks about answers it.
+          const target = compiled.routing.table.lookup(host, path, methodIndex(requested));
+          if (typeof target !== "number" && target.cors !== undefined) found = target;
+        }
+        preflight = typeof found !== "number" && found.cors !== undefined;
+      }
+    }
+    if (typeof found === "number") {
+      return found === 0
+        ? this.answer(answers.notFound)
+        : this.answer(methodNotAllowedAnswer(allowHeaderOf(found)), ["allow", allowHeaderOf(found)]);
+    }
+    const route = found;
+    this.route = route;
+    this.metrics = route.metrics ??= this.deps.metrics.route(route.name);
+    if (route.closed !== undefined) return this.answer(route.closed);
+    this.peer = peerOf(req);
+    if (route.plain) return this.forward();
+
+    // cors
+    const cors = this.res === undefined ? undefined : route.cors;
+    if (cors !== undefined) {
+      this.corsOwned = true;
+      const origin = headers.origin;
+      if (preflight) {
+        // Answered here, before rules and credentials: browsers send neither on a preflight.
+        const out = ["x-request-id", this.requestId, "content-length", "0"];
+        if (origin !== undefined && cors.allows(origin))
+          out.push(...cors.preflightHeaders(origin, headers["access-control-request-headers"]));
+        this.res!.writeHead(204, out);
+        this.res!.end();
+        return;
+      }
+      if (origin !== undefined && cors.allows(origin)) {
+        this.extra = [];
+        cors.appendResponseHeaders(origin, this.extra);
+      }
+    }
+
+    // rules: any matching deny refuses; allow rules, when listed, must match
+    for (const rule of route.denyRules) {
+      if (ruleMatches(rule, req, path, this.peer)) return this.answer(rule.denied);
+    }
+    if (route.allowRules.length > 0) {
+      let allowed = false;
+      for (const rule of route.allowRules) {
+        if (ruleMatches(rule, req, path, this.peer)) {
+          allowed = true;
+          break;
+        }
+      }
+      if (!allowed) return this.answer(answers.noAllowRule);
+    }
+
+    // api-key-auth
+    for (const auth of route.apiKeys) {
+      const key = headers[auth.header];
+      if (typeof key !== "string" || key === "") return this.answer(auth.missing, ["www-authenticate", `ApiKey header="${auth.header}"`]);
+      // Consumer keys are looked up by their SHA-256: the key itself is never kept.
+      const consumer = key.length > 512 ? undefined : compiled.state.consumers.get(createHash("sha256").update(key).digest("hex"));
+      if (consumer === undefined)
+        return this.answer(auth.unknown, ["www-authenticate", `ApiKey header="${auth.header}", error="invalid_key"`]);
+      this.consumerId = consumer.id;
+    }
+
+    // session-auth
+    if (route.sessions.length > 0) {
+      this.now = this.deps.clock();
+      const token = bearerToken(headers.authorization);
+      if (token === undefined) {
+        for (const auth of route.sessions) if (auth.required) return this.answer(answers.sessionMissing, ["www-authenticate", "Bearer"]);
+        return this.afterAuthentication();
+      }
+      const cached = compiled.sessions.cached(token, this.now);
+      if (cached !== undefined) return this.afterSession(cached);
+      compiled.sessions
+        .verify(token, this.now)
+        .then(
+          (session) => this.afterSession(session),
+          () => this.afterSession(undefined),
+        )
+        // Nothing after verification is expected to throw; if it does, the request ends rather than the process.
+        .catch(() => (this.res ?? this.socket)?.destroy());
+      return;
+    }
+    this.afterAuthentication();
+  }
+
+  afterSession(session: VerifiedSession | undefined): undefined {
+    if (this.clientGone) return;
+    if (session === undefined || this.compiled!.state.revokedSessions.has(session.sessionId)) {
+      return this.answer(answers.sessionInvalid, ["www-authenticate", 'Bearer error="invalid_token"']);
+    }
+    this.identityId = session.identityId;
+    this.afterAuthentication();
+  }
+
+  afterAuthentication(): undefined {
+    const route = this.route!;
+    const limits = route.rateLimits;
+    if (limits.length > 0) {
+      const now = this.now === 0 ? this.deps.clock() : this.now;
+      const client =
+        this.consumerId !== undefined ? `c:${this.consumerId}` : this.identityId !== undefined ? `i:${this.identityId}` : `a:${this.peer}`;
+      // The headers report the tightest limit; a refusal by one limit gives back what the others counted.
+      let limit = 0;
+      let remaining = Number.POSITIVE_INFINITY;
+      let reset = 0;
+      for (let i = 0; i < limits.length; i++) {
+        const rate = limits[i]!;
+        rate.limiter.take(client, now, rate.requests, decision);
+        if (!decision.allowed) {
+          for (let j = 0; j < i; j++) limits[j]!.limiter.refund(client, now);
+          this.metrics!.rateLimited++;
+          this.extra ??= [];
+          this.extra.push(
+            "ratelimit-limit",
+            String(decision.limit),
+            "ratelimit-remaining",
+            "0",
+            "ratelimit-reset",
+            String(decision.resetSeconds),
+          );
+          return this.answer(rateLimitedAnswer(route.name, decision.retryAfterSeconds), [
+            "retry-after",
+            String(decision.retryAfterSeconds),
+          ]);
+        }
+        if (decision.remaining < remaining) {
+          remaining = decision.remaining;
+          limit = decision.limit;
+          reset = decision.resetSeconds;
+        }
+      }
+      this.extra ??= [];
+      this.extra.push("ratelimit-limit", String(limit), "ratelimit-remaining", String(remaining), "ratelimit-reset", String(reset));
+    }
+    this.forward();
+  }
+
+  // --- forwarding -----------------------------------------------------------
+
+  /** The headers of the upstream request: the client's, less hop-by-hop ones, plus forwarding headers and plugin changes. */
+  upstreamHeaders(): Record<string, string | string[]> {
+    const route = this.route!;
+    const source = this.req.headers;
+    const drop = route.dropHeaders;
+    const named = connectionOptions(source.connection);
+    const out: Record<string, string | string[]> = {};
+    for (const name in source) {
+      if (drop.has(name) || named?.includes(name)) continue;
+      const value = source[name];
+      if (value !== undefined) out[name] = value;
+    }
+    const forwardedFor = source["x-forwarded-for"];
+    out["x-forwarded-for"] = typeof forwardedFor === "string" && forwardedFor !== "" ? `${forwardedFor}, ${this.peer}` : this.peer;
+    out["x-forwarded-proto"] = "http";
+    const host = source.host;
+    if (host !== undefined) out["x-forwarded-host"] = host;
+    out["x-request-id"] = this.requestId;
+    if (this.identityId !== undefined) {
+      for (const auth of route.sessions) if (auth.identityHeader !== undefined) out[auth.identityHeader] = this.identityId;
+    }
+    for (const rewrite of route.rewrites) {
+      for (const name of rewrite.remove) delete out[name];
+      const set = rewrite.set;
+      for (let i = 0; i < set.length; i += 2) out[set[i]!] = set[i + 1]!;
+      const add = rewrite.add;
+      for (let i = 0; i < add.length; i += 2) {
+        const name = add[i]!;
+        const existing = out[name];
+        out[name] = existing === undefined ? add[i + 1]! : Array.isArray(existing) ? [...existing, add[i + 1]!] : [existing, add[i + 1]!];
+      }
+    }
+    return out;
+  }
+
+  forward(): undefined {
+    if (this.clientGone) return;
+    const route = this.route!;
+    const req = this.req;
+    if (this.res === undefined) {
+      openTunnel(this, route.upstream, this.upstreamHeaders());
+      return;
+    }
+    try {
+      route.upstream.dispatcher.dispatch(
+        {
+          path: route.upstream.basePath + (req.url ?? "/"),
+          method: req.method ?? "GET",
+          headers: this.upstreamHeaders(),
+          body: hasBody(req.headers) ? req : null,
+          headersTimeout: this.deps.upstreamTimeoutMs,
+        },
+        this,
+      );
+    } catch {
+      // A request undici refuses to send (it reports most problems through onResponseError instead).
+      this.metrics?.upstreamError("reset");
+      this.answer(answers.upstreamUnreachable);
+    }
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.clientGone) controller.abort(new Error("the client closed the request"));
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    // 1xx answers (100 Continue, 103 Early Hints) are the upstream hop's business.
+    if (statusCode < 200 || this.clientGone) return;
+    this.upstreamStatus = statusCode;
+    const named = connectionOptions(headers.connection);
+    const corsOwned = this.corsOwned;
+    const out: (string | string[])[] = [];
+    let hasRequestId = false;
+    for (const name in headers) {
+      if (droppedResponseHeaders.has(name) || named?.includes(name)) continue;
+      if (corsOwned && name.startsWith("access-control-")) continue;
+      if (name === "x-request-id") hasRequestId = true;
+      const value = headers[name];
+      if (value !== undefined) out.push(name, value);
+    }
+    if (!hasRequestId) out.push("x-request-id", this.requestId);
+    if (this.extra !== undefined) out.push(...this.extra);
+    if (this.deps.closing()) out.push("connection", "close");
+    try {
+      this.res!.writeHead(statusCode, out as string[]);
+    } catch {
+      // A header value the upstream sent that HTTP/1.1 cannot carry on: the answer is unusable.
+      this.controller?.abort(new Error("the upstream's answer cannot be relayed"));
+      this.metrics?.upstreamError("reset");
+      this.answer(answers.upstreamUnreachable);
+    }
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    const res = this.res!;
+    if (!res.write(chunk) && !this.waitingForDrain) {
+      // The client reads slower than the upstream sends: hold the upstream until the client catches up.
+      this.waitingForDrain = true;
+      controller.pause();
+      res.once("drain", () => {
+        this.waitingForDrain = false;
+        controller.resume();
+      });
+    }
+  }
+
+  onResponseEnd(): void {
+    this.res!.end();
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    if (this.clientGone) return;
+    const res = this.res!;
+    const kind = upstreamErrorKind(error);
+    this.metrics?.upstreamError(kind);
+    if (res.headersSent) {
+      // Part of the answer is on its way: the client can only learn of the failure by the connection closing.
+      this.upstreamFailed = true;
+      res.destroy();
+      return;
+    }
+    this.answer(kind === "timeout" ? answers.upstreamTimeout : answers.upstreamUnreachable);
+  }
+
+  // --- bookkeeping ----------------------------------------------------------
+
+  /** Counts and logs the request once, and lets its compiled state go. */
+  settle(status: number): void {
+    if (this.settled) return;
+    this.settled = true;
+    const seconds = (performance.now() - this.started) / 1000;
+    (this.metrics ?? this.deps.metrics.unmatched).observe(status, seconds);
+    this.deps.accessLog({
+      reqId: this.requestId,
+      route: this.route?.name ?? "_unmatched",
+      method: this.req.method ?? "",
+      status,
+      upstreamStatus: this.upstreamStatus === 0 ? null : this.upstreamStatus,
+      ms: Math.round(seconds * 1e4) / 10,
+      client: this.peer === "" ? peerOf(this.req) : this.peer,
+    });
+    const compiled = this.compiled;
+    if (compiled !== undefined) {
+      compiled.inFlight--;
+      this.deps.settled(compiled);
+    }
+  }
+}
+
+const exchangeOf = Symbol("gateway exchange");
+
+/** "close" of a response: it has ended, or the client went away first (logged as 499). */
+function onResponseClose(this: ServerResponse & { [exchangeOf]?: Exchange }): void {
+  const exchange = this[exchangeOf];
+  if (exchange === undefined) return;
+  if (exchange.upstreamFailed) {
+    exchange.settle(502);
+    return;
+  }
+  if (!this.writableFinished) {
+    exchange.clientGone = true;
+    // Cancels the upstream request (and the upload into it) when the client aborts.
+    exchange.controller?.abort(new Error("the client closed the request"));
+    exchange.settle(499);
+    return;
+  }
+  exchange.settle(this.statusCode);
+}
+
+function requestIdOf(req: IncomingMessage): string {
+  const incoming = req.headers["x-request-id"];
+  return typeof incoming === "string" && safeRequestId.test(incoming) ? incoming : `${requestIdPrefix}-${(++requestCounter).toString(36)}`;
+}
+
+/** The gateway's request and upgrade listeners. */
+export function createGatewayHandler(deps: GatewayHandlerDeps) {
+  return {
+    request(req: IncomingMessage, res: ServerResponse): undefined {
+      const exchange = new Exchange(deps, req, res, undefined, undefined, requestIdOf(req), performance.now());
+      (res as ServerResponse & { [exchangeOf]?: Exchange })[exchangeOf] = exchange;
+      res.on("close", onResponseClose);
+      const compiled = deps.current();
+      if (compiled === undefined) return exchange.answer(answers.notConfigured);
+      compiled.inFlight++;
+      exchange.run(compiled);
+    },
+
+    upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): undefined {
+      const exchange = new Exchange(deps, req, undefined, socket, head, requestIdOf(req), performance.now());
+      socket.on("error", () => socket.destroy());
+      const compiled = deps.current();
+      if (compiled === undefined) return exchange.answer(answers.notConfigured);
+      const upgrade = req.headers.upgrade;
+      if (typeof upgrade !== "string" || upgrade.toLowerCase() !== "websocket") return exchange.answer(answers.notWebSocket);
+      compiled.inFlight++;
+      exchange.compiled = compiled;
+      socket.once("close", () => {
+        if (!exchange.settled) {
+          exchange.clientGone = true;
+          exchange.settle(499);
+        }
+      });
+      exchange.run(compiled);
+    },
+  };
+}

@@ -1,0 +1,208 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Duplex } from "node:stream";
+import { Pool } from "undici";
+import type { Logger } from "../server/logger.js";
+import { createAccessLog, type AccessLog } from "./access-log.js";
+import { createAdminServer } from "./admin-server.js";
+import { compileGatewayState, type CompiledGatewayState } from "./compile-gateway-state.js";
+import { createGatewayHandler } from "./gateway-handler.js";
+import { createGatewayMetrics } from "./gateway-metrics.js";
+import type { GatewayState } from "./gateway-state.js";
+
+export interface GatewayOptions {
+  /** Address of the proxy (default 127.0.0.1:8000; port 0 picks a free one). */
+  host?: string;
+  port?: number;
+  /** Address of /healthz, /readyz and /metrics (default: the proxy's host, its port + 1; 0 when the proxy's port is 0). */
+  adminHost?: string;
+  adminPort?: number;
+  logger: Logger;
+  /** Access log lines (default: one pino line per request through `logger`). */
+  accessLog?: AccessLog;
+  /** How long an upstream may take to connect and to answer with its headers (default 30 s): then 504. */
+  upstreamTimeoutMs?: number;
+  /** How long close() lets requests in flight finish before cutting them (default 30 s). */
+  drainTimeoutMs?: number;
+  /** Epoch ms, for rate-limit windows and session expiry (default Date.now); a seam for tests. */
+  clock?: () => number;
+  /** Clients each rate-limit plugin of each route remembers at most (default 100,000). */
+  maxClientsPerLimiter?: number;
+  /** Verified session tokens kept (default 10,000). */
+  sessionCacheSize?: number;
+  /** Clock skew tolerated on session `exp` (default 5 s). */
+  sessionLeewaySeconds?: number;
+  /** Connections per upstream origin at most (default: as many as requests need). */
+  upstreamConnections?: number;
+}
+
+export interface GatewayAddresses {
+  url: string;
+  adminUrl: string;
+  port: number;
+  adminPort: number;
+}
+
+export interface Gateway {
+  /**
+   * Compiles a new state and swaps it in at once: requests that arrive from
+   * now on are served by it, requests in flight finish on the state they
+   * started with. Throws (keeping the state served so far) if it cannot compile.
+   */
+  apply(state: GatewayState): void;
+  listen(): Promise<GatewayAddresses>;
+  /** Stops accepting, lets requests in flight finish (up to drainTimeoutMs), ends tunnels, closes upstream connections. */
+  close(): Promise<void>;
+  /** The revision being served; undefined until a state is applied. */
+  readonly revision: number | undefined;
+}
+
+/**
+ * The data plane: a stateless HTTP proxy that enforces one organisation's
+ * configuration (CONTRACT.md "Gateway (data plane)"). The follower hands it
+ * a new GatewayState for every change; `apply` compiles it once and swaps it
+ * in. Upstream connections are undici pools, one per origin, kept alive and
+ * shared by every revision that routes to that origin.
+ */
+export function createGateway(options: GatewayOptions): Gateway {
+  const logger = options.logger;
+  const host = options.host ?? "127.0.0.1";
+  const port = options.port ?? 8000;
+  const adminHost = options.adminHost ?? host;
+  const adminPort = options.adminPort ?? (port === 0 ? 0 : port + 1);
+  const upstreamTimeoutMs = options.upstreamTimeoutMs ?? 30_000;
+  const drainTimeoutMs = options.drainTimeoutMs ?? 30_000;
+  const clock = options.clock ?? Date.now;
+  const metrics = createGatewayMetrics();
+  const pools = new Map<string, Pool>();
+  const tunnels = new Set<Duplex>();
+  /** States swapped out while requests they started were still in flight. */
+  const retired = new Set<CompiledGatewayState>();
+  let current: CompiledGatewayState | undefined;
+  let changedAt: number | undefined;
+  let closing = false;
+  let drained: (() => void) | undefined;
+
+  const dispatcherFor = (origin: string) => {
+    let pool = pools.get(origin);
+    if (pool === undefined) {
+      pool = new Pool(origin, {
+        connections: options.upstreamConnections ?? null,
+        connect: { timeout: upstreamTimeoutMs },
+        keepAliveTimeout: 4_000,
+      });
+      pools.set(origin, pool);
+    }
+    return pool;
+  };
+
+  const inFlight = () => {
+    let total = current?.inFlight ?? 0;
+    for (const state of retired) total += state.inFlight;
+    return total;
+  };
+
+  /** Closes the pools of origins no state in use routes to any more. */
+  const prunePools = () => {
+    const used = new Set(current?.routing.origins);
+    for (const state of retired) for (const origin of state.routing.origins) used.add(origin);
+    for (const [origin, pool] of pools) {
+      if (used.has(origin)) continue;
+      pools.delete(origin);
+      pool.close().catch(() => {});
+    }
+  };
+
+  const handler = createGatewayHandler({
+    current: () => current,
+    settled(compiled) {
+      if (compiled !== current && compiled.inFlight === 0 && retired.delete(compiled)) prunePools();
+      if (drained !== undefined && inFlight() === 0) drained();
+    },
+    closing: () => closing,
+    metrics,
+    accessLog: options.accessLog ?? createAccessLog(logger),
+    clock,
+    upstreamTimeoutMs,
+    tunnels,
+  });
+
+  const server: Server = createServer(handler.request);
+  server.on("upgrade", handler.upgrade);
+  const admin = createAdminServer({
+    ready: () => current !== undefined,
+    metrics: () =>
+      metrics.text(
+        {
+          revision: current?.state.revision,
+          changedAt,
+          routes: current?.routing.routes.length ?? 0,
+          inFlight: inFlight(),
+          tunnels: tunnels.size,
+        },
+        clock(),
+      ),
+    metricsContentType: metrics.contentType,
+  });
+
+  const listenOn = (target: Server, listenHost: string, listenPort: number) =>
+    new Promise<number>((resolve, reject) => {
+      target.once("error", reject);
+      target.listen(listenPort, listenHost, () => {
+        target.off("error", reject);
+        resolve((target.address() as AddressInfo).port);
+      });
+    });
+  const urlOf = (listenHost: string, listenPort: number) =>
+    `http://${listenHost.includes(":") ? `[${listenHost}]` : listenHost}:${listenPort}`;
+
+  return {
+    get revision() {
+      return current?.state.revision;
+    },
+
+    apply(state) {
+      const previous = current;
+      const next = compileGatewayState(state, {
+        previous,
+        dispatcherFor,
+        warn: (message, fields) => logger.warn({ ...fields, revision: state.revision }, message),
+        ...(options.maxClientsPerLimiter !== undefined ? { maxClientsPerLimiter: options.maxClientsPerLimiter } : {}),
+        ...(options.sessionCacheSize !== undefined ? { sessionCacheSize: options.sessionCacheSize } : {}),
+        ...(options.sessionLeewaySeconds !== undefined ? { sessionLeewaySeconds: options.sessionLeewaySeconds } : {}),
+      });
+      current = next;
+      if (previous !== undefined && previous.inFlight > 0) retired.add(previous);
+      if (previous?.state.revision !== state.revision || previous?.routing !== next.routing) changedAt = clock();
+      prunePools();
+    },
+
+    async listen() {
+      const boundPort = await listenOn(server, host, port);
+      const boundAdmin = await listenOn(admin, adminHost, adminPort);
+      return { url: urlOf(host, boundPort), adminUrl: urlOf(adminHost, boundAdmin), port: boundPort, adminPort: boundAdmin };
+    },
+
+    async close() {
+      closing = true;
+      const serverClosed = new Promise<void>((resolve) => (server.listening ? server.close(() => resolve()) : resolve()));
+      // Connections between requests close now; busy ones close after their answer (it says Connection: close).
+      server.closeIdleConnections();
+      if (inFlight() > 0) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, drainTimeoutMs);
+          drained = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+      }
+      for (const tunnel of tunnels) tunnel.destroy();
+      server.closeAllConnections();
+      await serverClosed;
+      await Promise.all([...pools.values()].map((pool) => pool.close().catch(() => {})));
+      pools.clear();
+      await new Promise<void>((resolve) => (admin.listening ? admin.close(() => resolve()) : resolve()));
+    },
+  };
+}

@@ -1,0 +1,205 @@
+import type { CanonicalResource } from "../domain/config/config-document.js";
+import type { Db, Tx } from "./database.js";
+import { uniquely } from "./errors.js";
+
+/** A gateway key (gw_) as listings show it: never the key, never its hash. */
+export interface GatewayKeyRecord {
+  id: string;
+  organizationId: string;
+  name: string;
+  prefix: string;
+  createdAt: Date;
+  lastUsedAt: Date | null;
+  revokedAt: Date | null;
+}
+
+/** A gateway key as authentication sees it. */
+export interface GatewayKeyPrincipalRecord extends GatewayKeyRecord {
+  hash: string;
+}
+
+/** A consumer key (ck_) as listings show it. */
+export interface ConsumerKeyRecord {
+  id: string;
+  organizationId: string;
+  name: string;
+  prefix: string;
+  createdAt: Date;
+  revokedAt: Date | null;
+}
+
+/** A live consumer key as gateways receive it: the hash, never the key. */
+export interface LiveConsumerRecord {
+  id: string;
+  name: string;
+  hash: string;
+}
+
+/** A gateway following an organisation, as it identified itself. */
+export interface GatewayConnectionRecord {
+  organizationId: string;
+  gatewayId: string;
+  gatewayKeyId: string;
+  revision: number;
+  connectedAt: Date;
+  lastSeenAt: Date;
+  disconnectedAt: Date | null;
+}
+
+/** Gateway keys, consumer keys, connected gateways, and what gateways read of sessions and secrets. Scoped by organisation. */
+export interface GatewayStore {
+  organizationExists(organizationId: string): Promise<boolean>;
+  createGatewayKey(key: GatewayKeyPrincipalRecord): Promise<void>;
+  findGatewayKeyByHash(hash: string): Promise<GatewayKeyPrincipalRecord | null>;
+  findGatewayKey(organizationId: string, id: string): Promise<GatewayKeyRecord | null>;
+  /** Newest first. */
+  listGatewayKeys(organizationId: string, options: { includeRevoked: boolean }): Promise<GatewayKeyRecord[]>;
+  /** False when there is no such live key. */
+  revokeGatewayKey(organizationId: string, id: string, at: Date): Promise<boolean>;
+  touchGatewayKey(id: string, at: Date): Promise<void>;
+
+  createConsumerKey(key: ConsumerKeyRecord & { hash: string }): Promise<void>;
+  /** Newest first. */
+  listConsumerKeys(organizationId: string, options: { includeRevoked: boolean }): Promise<ConsumerKeyRecord[]>;
+  liveConsumers(organizationId: string): Promise<LiveConsumerRecord[]>;
+  findConsumerKey(organizationId: string, id: string): Promise<ConsumerKeyRecord | null>;
+  /** False when there is no such live key. */
+  revokeConsumerKey(organizationId: string, id: string, at: Date): Promise<boolean>;
+
+  /** The plugins of the organisation's current configuration (where secret references live). */
+  listPlugins(organizationId: string): Promise<CanonicalResource[]>;
+  /** Sessions revoked before their expiry that have not expired yet. */
+  liveRevocations(organizationId: string, now: Date): Promise<{ id: string; expiresAt: Date }[]>;
+  /** Current versions of the named secrets that exist, keyed `<environment>/<name>`. */
+  secretVersions(organizationId: string, secrets: readonly { environment: string; name: string }[]): Promise<Map<string, number>>;
+
+  /** Records a gateway that (re)connected, or refreshes it (last seen, revision sent). */
+  saveConnection(connection: Omit<GatewayConnectionRecord, "disconnectedAt">): Promise<void>;
+  touchConnection(organizationId: string, gatewayId: string, update: { revision: number; lastSeenAt: Date }): Promise<void>;
+  /** Marks the connection that began at `connectedAt` ended (not a newer one of the same gateway id). */
+  endConnection(organizationId: string, gatewayId: string, connectedAt: Date, at: Date): Promise<void>;
+  /** Gateways seen since `since`, most recently seen first. */
+  listConnections(organizationId: string, since: Date): Promise<GatewayConnectionRecord[]>;
+  /** Forgets gateways not seen since `before`; returns how many. */
+  pruneConnections(before: Date): Promise<number>;
+}
+
+const keyColumns = {
+  id: true,
+  organizationId: true,
+  name: true,
+  prefix: true,
+  createdAt: true,
+  lastUsedAt: true,
+  revokedAt: true,
+} as const;
+
+const consumerColumns = { id: true, organizationId: true, name: true, prefix: true, createdAt: true, revokedAt: true } as const;
+
+/** Secrets read per statement (each is one OR branch). */
+const secretChunk = 200;
+
+export function createGatewayStore(db: Db | Tx): GatewayStore {
+  return {
+    async organizationExists(organizationId) {
+      return (await db.organization.findUnique({ where: { id: organizationId }, select: { id: true } })) !== null;
+    },
+
+    async createGatewayKey(key) {
+      await uniquely(() => db.gatewayKey.create({ data: key }), "key_collision", "a key with this hash exists; create the key again");
+    },
+    async findGatewayKeyByHash(hash) {
+      // Plain SQL: it runs on every gateway-key request that misses the credential cache.
+      const rows = await db.$queryRaw<GatewayKeyPrincipalRecord[]>`
+        SELECT "id", "organizationId", "name", "prefix", "hash", "createdAt", "lastUsedAt", "revokedAt"
+        FROM "GatewayKey" WHERE "hash" = ${hash}`;
+      return rows[0] ?? null;
+    },
+    findGatewayKey: (organizationId, id) => db.gatewayKey.findFirst({ where: { id, organizationId }, select: keyColumns }),
+    listGatewayKeys: (organizationId, { includeRevoked }) =>
+      db.gatewayKey.findMany({
+        where: { organizationId, ...(includeRevoked ? {} : { revokedAt: null }) },
+        select: keyColumns,
+        orderBy: [{ createdAt: "desc" }, { id: "asc" }],
+      }),
+    async revokeGatewayKey(organizationId, id, at) {
+      const { count } = await db.gatewayKey.updateMany({ where: { id, organizationId, revokedAt: null }, data: { revokedAt: at } });
+      return count === 1;
+    },
+    async touchGatewayKey(id, at) {
+      await db.gatewayKey.updateMany({ where: { id }, data: { lastUsedAt: at } });
+    },
+
+    async createConsumerKey(key) {
+      await uniquely(() => db.consumerKey.create({ data: key }), "key_collision", "a key with this hash exists; create the key again");
+    },
+    listConsumerKeys: (organizationId, { includeRevoked }) =>
+      db.consumerKey.findMany({
+        where: { organizationId, ...(includeRevoked ? {} : { revokedAt: null }) },
+        select: consumerColumns,
+        orderBy: [{ createdAt: "desc" }, { id: "asc" }],
+      }),
+    liveConsumers: (organizationId) =>
+      db.consumerKey.findMany({
+        where: { organizationId, revokedAt: null },
+        select: { id: true, name: true, hash: true },
+        orderBy: { id: "asc" },
+      }),
+    findConsumerKey: (organizationId, id) => db.consumerKey.findFirst({ where: { id, organizationId }, select: consumerColumns }),
+    async revokeConsumerKey(organizationId, id, at) {
+      const { count } = await db.consumerKey.updateMany({ where: { id, organizationId, revokedAt: null }, data: { revokedAt: at } });
+      return count === 1;
+    },
+
+    async listPlugins(organizationId) {
+      const rows = await db.$queryRaw<{ name: string; spec: string }[]>`
+        SELECT "name", "spec" FROM "ConfigResource" WHERE "organizationId" = ${organizationId} AND "kind" = 'plugins'`;
+      return rows.map((row) => ({ kind: "plugins", name: row.name, spec: row.spec }));
+    },
+    liveRevocations: (organizationId, now) =>
+      db.identitySession.findMany({
+        where: { organizationId, revokedAt: { not: null }, expiresAt: { gt: now } },
+        select: { id: true, expiresAt: true },
+        orderBy: { id: "asc" },
+      }),
+    async secretVersions(organizationId, secrets) {
+      const versions = new Map<string, number>();
+      for (let i = 0; i < secrets.length; i += secretChunk) {
+        const chunk = secrets.slice(i, i + secretChunk);
+        const rows = await db.secret.findMany({
+          where: { organizationId, OR: chunk.map(({ environment, name }) => ({ environment, name })) },
+          select: { environment: true, name: true, version: true },
+        });
+        for (const row of rows) versions.set(`${row.environment}/${row.name}`, row.version);
+      }
+      return versions;
+    },
+
+    async saveConnection(connection) {
+      const { organizationId, gatewayId, ...rest } = connection;
+      await db.gatewayConnection.upsert({
+        where: { organizationId_gatewayId: { organizationId, gatewayId } },
+        create: { organizationId, gatewayId, ...rest, disconnectedAt: null },
+        update: { ...rest, disconnectedAt: null },
+      });
+    },
+    async touchConnection(organizationId, gatewayId, update) {
+      await db.gatewayConnection.updateMany({ where: { organizationId, gatewayId }, data: { ...update, disconnectedAt: null } });
+    },
+    async endConnection(organizationId, gatewayId, connectedAt, at) {
+      await db.gatewayConnection.updateMany({
+        where: { organizationId, gatewayId, connectedAt },
+        data: { lastSeenAt: at, disconnectedAt: at },
+      });
+    },
+    listConnections: (organizationId, since) =>
+      db.gatewayConnection.findMany({
+        where: { organizationId, lastSeenAt: { gte: since } },
+        orderBy: [{ lastSeenAt: "desc" }, { gatewayId: "asc" }],
+      }),
+    async pruneConnections(before) {
+      const { count } = await db.gatewayConnection.deleteMany({ where: { lastSeenAt: { lt: before } } });
+      return count;
+    },
+  };
+}
