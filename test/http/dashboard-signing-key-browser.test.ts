@@ -2,10 +2,9 @@ import type { Page } from "playwright-core";
 import { launchBrowser, type TestBrowser } from "../support/browser.js";
 import { screenshot, unlabelledControls } from "../support/dashboard-screenshots.js";
 import {
+  addMember,
   buildDashboardUi,
-  dashboardRpc,
   ownerPassword,
-  postDashboardAuth,
   setUpOwner,
   startDashboardServer,
   type DashboardTestServer,
@@ -35,14 +34,12 @@ describe("the session signing key on the identity keys page", () => {
     server = await startDashboardServer();
     org = server.credentials.organization_id;
     const owner = await setUpOwner(server);
-    const invited = await dashboardRpc(
-      server,
-      "InviteMember",
-      { organizationId: org, email: "mia@example.com", displayName: "Mia", role: "ROLE_MEMBER" },
-      { cookie: owner },
-    );
-    const token = new URLSearchParams(new URL(((await invited.json()) as { setupUrl: string }).setupUrl).hash.slice(1)).get("token");
-    await postDashboardAuth(server, "setup", { token, email: "mia@example.com", display_name: "Mia", password: "mia's good passphrase" });
+    await addMember(server, owner, {
+      organizationId: org,
+      email: "mia@example.com",
+      displayName: "Mia",
+      password: "mia's good passphrase",
+    });
     browser = await launchBrowser();
   }, 60_000);
   afterAll(async () => {
