@@ -12,6 +12,7 @@ import { IdentityService } from "../gen/svc/v1/identity_pb.js";
 import { SecretsService } from "../gen/svc/v1/secrets_pb.js";
 import type { AppDeps } from "./app-deps.js";
 import type { Config } from "./config.js";
+import type { GatewayCredentials } from "./domain/gateway/gateway-credentials.js";
 import { createMasterKeyring } from "./crypto/envelope.js";
 import { loadMasterKey } from "./crypto/master-key.js";
 import { systemRandom, type RandomSource } from "./crypto/tokens.js";
@@ -22,7 +23,7 @@ import { createPasswordHasher } from "./domain/identity/password-hasher.js";
 import { createTenancy, type InitialCredentials } from "./domain/tenancy/tenancy.js";
 import { createConfigService } from "./handlers/config-service.js";
 import { createDashboardService } from "./handlers/dashboard-service.js";
-import { createGatewayService } from "./handlers/gateway-service.js";
+import { createGatewayService, gatewayCredentialsFor } from "./handlers/gateway-service.js";
 import { createHealthService } from "./handlers/health-service.js";
 import { createIdentityService, createJwksRoute, sessionsFor } from "./handlers/identity-service.js";
 import { createReflectionServices } from "./handlers/reflection-service.js";
@@ -75,6 +76,8 @@ export interface App {
   /** Initialises an empty store; null when it already was (nothing is printed twice). */
   initialize(): Promise<InitialCredentials | null>;
   tenancy: ReturnType<typeof createTenancy>;
+  /** Gateway keys, consumer keys and connected gateways (the operator side of the data plane). */
+  gatewayCredentials: GatewayCredentials;
   /** Tells every instance to stop trusting cached credentials (after a revocation written outside the API). */
   credentialsChanged(): Promise<void>;
   listen(): Promise<Listening>;
@@ -192,6 +195,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     logger,
     services,
     tenancy,
+    gatewayCredentials: gatewayCredentialsFor(deps),
     credentialsChanged: deps.credentialsChanged,
     async initialize() {
       try {

@@ -22,6 +22,8 @@ export interface Config {
   limits: { jsonBody: number; configBody: number };
   /** Connection and stream limits of both ports (README "Limits"). */
   transport: TransportLimits;
+  /** The gateway started by `gatehouse serve` (and the defaults of `gatehouse gateway`). */
+  gateway: GatewayConfig;
   /**
    * How long authentication may reuse what it read about a credential when no
    * change notification reaches it (0: read the database on every request).
@@ -52,6 +54,15 @@ export interface TransportLimits {
   idleTimeoutMs: number;
 }
 
+export interface GatewayConfig {
+  /** GATEWAY_PORT: the proxy's port; "off" starts no embedded gateway. Default 8000 (0 when PORT is 0). */
+  port: number | "off";
+  /** GATEWAY_ADMIN_PORT: /healthz, /readyz and /metrics. Default: the proxy's port + 1. */
+  adminPort: number | undefined;
+  /** GATEWAY_CACHE: the last-known-good file; default gateway-<organization_id>.json in the data directory. */
+  cacheFile: string | undefined;
+}
+
 export type DatabaseConfig = { provider: "sqlite"; file: string } | { provider: "postgresql"; url: string };
 
 type Env = Record<string, string | undefined>;
@@ -76,6 +87,12 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     maxPendingStreams: readInteger(env, "GRPC_MAX_PENDING_STREAMS", 16, 1, 10_000, problems),
     firstMessageTimeoutMs: readInteger(env, "GRPC_FIRST_MESSAGE_TIMEOUT_MS", 10_000, 100, 600_000, problems),
     idleTimeoutMs: readInteger(env, "GRPC_IDLE_TIMEOUT_MS", 300_000, 1_000, 3_600_000, problems),
+  };
+  const gatewayPortRaw = env.GATEWAY_PORT?.trim().toLowerCase();
+  const gateway: GatewayConfig = {
+    port: gatewayPortRaw === "off" ? "off" : readPort(env, "GATEWAY_PORT", port === 0 ? 0 : 8000, problems),
+    adminPort: env.GATEWAY_ADMIN_PORT?.trim() ? readPort(env, "GATEWAY_ADMIN_PORT", 8001, problems) : undefined,
+    cacheFile: env.GATEWAY_CACHE?.trim() ? resolve(cwd, env.GATEWAY_CACHE.trim()) : undefined,
   };
   if (transport.requestTimeoutMs < transport.headersTimeoutMs) {
     problems.push({
@@ -106,6 +123,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     limits: { jsonBody: 1024 * 1024, configBody: 5 * 1024 * 1024 },
     credentialCacheMs,
     transport,
+    gateway,
   };
 }
 

@@ -1,4 +1,5 @@
 import { createLocalJWKSet, jwtVerify, type JSONWebKeySet } from "jose";
+import { isHighS, readSessionTokenForm } from "../domain/identity/session-token.js";
 import type { JsonWebKeyLike } from "./gateway-state.js";
 
 /** A session token the gateway verified: who it is for and until when. */
@@ -59,6 +60,10 @@ export function createSessionVerifier(options: SessionVerifierOptions): SessionV
       return entry.session;
     },
     async verify(token, now) {
+      // One token, one encoding (as the platform checks it): a high-s twin of a signature, or a
+      // signature segment with stray pad bits, verifies with jose but is not a token the platform made.
+      const form = readSessionTokenForm(token);
+      if (!form || isHighS(form.signature)) return undefined;
       let payload: Awaited<ReturnType<typeof jwtVerify>>["payload"];
       try {
         ({ payload } = await jwtVerify(token, keySet, {

@@ -1,4 +1,5 @@
 import { SignJWT, generateKeyPair } from "jose";
+import { twinOf } from "../support/session-tokens.js";
 import type { JsonWebKeyLike } from "../../src/gateway/gateway-state.js";
 import { createOtherOrganization } from "../support/credentials.js";
 import {
@@ -147,6 +148,16 @@ describe("refusals", () => {
       expect(reasonOf(answer)).toBe("session_invalid");
       expect(answer.text).not.toContain(token);
     }
+  });
+
+  test("one token, one encoding: the high-s twin of a genuine token is refused, the token itself passes", async () => {
+    const { session } = await signUp();
+    const twin = twinOf(session.token);
+    expect(twin).not.toBe(session.token);
+    expect((await send(gw.url, { path: "/private/x", headers: bearer(session.token) })).status).toBe(200);
+    const answer = await send(gw.url, { path: "/private/x", headers: bearer(twin) });
+    expect(answer.status).toBe(401);
+    expect(reasonOf(answer)).toBe("session_invalid");
   });
 
   test("a token of the wrong issuer is refused", async () => {

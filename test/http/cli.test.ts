@@ -127,6 +127,7 @@ describe("operator commands act on the data store directly", () => {
 /** Every command and subcommand, as `gatehouse help` lists them. */
 const commandPaths = [
   "serve",
+  "gateway",
   "init",
   "orgs",
   "orgs create",
@@ -166,7 +167,7 @@ describe("help", () => {
   test("the program's help lists every command, the exit codes and the JSON error form", () => {
     for (const help of [runCli(["--help"], env), runCli(["help"], env)]) {
       expect(help.status).toBe(0);
-      for (const group of ["serve", "init", "orgs", "keys", "settings", "signing-key", "secrets", "run", "completion"])
+      for (const group of ["serve", "gateway", "init", "orgs", "keys", "settings", "signing-key", "secrets", "run", "completion"])
         expect(help.stdout).toMatch(new RegExp(`\\n  ${group}\\b`));
       expect(help.stdout).toContain("Exit codes: 0 success, 1 failure, 2 usage error");
       expect(help.stdout).toContain('{"code": "...", "message": "..."}');

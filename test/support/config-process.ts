@@ -31,7 +31,7 @@ export async function spawnServer(
 ): Promise<ServerProcess> {
   if (!isBuilt()) throw new Error("dist/ is not built: run `npx tsc -p tsconfig.build.json` (npm test does it)");
   const child = spawn(process.execPath, [gatehouseBin, "serve"], {
-    env: { ...process.env, PORT: "0", GRPC_PORT: "0", SAMPLE_PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "warn", ...env },
+    env: { ...process.env, PORT: "0", GRPC_PORT: "0", SAMPLE_PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "warn", GATEWAY_PORT: "off", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));

@@ -1,5 +1,6 @@
 import type { CommandGroup } from "../program.js";
 import { registerCompletion } from "./completion.js";
+import { registerGateway } from "./gateway.js";
 import { registerInit } from "./init.js";
 import { registerKeys } from "./keys.js";
 import { registerOrgs } from "./orgs.js";
@@ -15,6 +16,7 @@ import { registerSigningKey } from "./signing-key.js";
  */
 export const commandGroups: readonly CommandGroup[] = [
   registerServe,
+  registerGateway,
   registerInit,
   registerOrgs,
   registerKeys,

@@ -6,20 +6,28 @@ export const registerServe: CommandGroup = (program, cli) => {
   const serve = program
     .command("serve")
     .helpGroup(helpGroups.operator)
-    .description("start the platform API, gRPC and the sample plant API (what npm start runs)")
+    .description("start the platform API, gRPC, the sample plant API and the embedded gateway (what npm start runs)")
     .addHelpText(
       "after",
       "\nOn the first start of an empty store, prints the first credentials once (as init does).\n" +
         "Addresses and storage come from PORT, HOST, PUBLIC_URL, GRPC_PORT, SAMPLE_PORT, DATABASE_URL\n" +
-        "and GATEHOUSE_DATA_DIR (see the README). SIGTERM or SIGINT drains requests in flight and stops.\n" +
-        "With --json: one line {platform_url, grpc_url, sample_url[, credentials]} once listening.",
+        "and GATEHOUSE_DATA_DIR (see the README). The embedded gateway serves the first organisation's\n" +
+        "configuration on GATEWAY_PORT (default 8000, admin port +1; GATEWAY_PORT=off disables it).\n" +
+        "SIGTERM or SIGINT drains requests in flight and stops.\n" +
+        "With --json: one line {platform_url, grpc_url, sample_url, gateway_url?, gateway_admin_url?[, credentials]} once listening.",
     )
     .action(async () => {
-      const [{ createApp }, { loadConfig }] = await Promise.all([import("../../app.js"), import("../../config.js")]);
+      const [{ createApp }, { loadConfig }, { startEmbeddedGateway }] = await Promise.all([
+        import("../../app.js"),
+        import("../../config.js"),
+        import("../../gateway/embedded-gateway.js"),
+      ]);
       const app = await createApp({ config: loadConfig() });
+      let gateway: Awaited<ReturnType<typeof startEmbeddedGateway>>;
       try {
         const credentials = await app.initialize();
         const listening = await app.listen();
+        gateway = await startEmbeddedGateway(app, listening.url);
         app.logger.info({ ...listening }, "gatehouse listening");
         if (cli.out.json) {
           cli.out.write(
@@ -27,13 +35,15 @@ export const registerServe: CommandGroup = (program, cli) => {
               platform_url: listening.url,
               grpc_url: listening.grpcUrl,
               sample_url: listening.sampleUrl,
+              ...(gateway ? { gateway_url: gateway.addresses.url, gateway_admin_url: gateway.addresses.adminUrl } : {}),
               ...(credentials ? { credentials } : {}),
             })}\n`,
           );
         } else {
           if (credentials) cli.out.write(formatCredentials(credentials));
           cli.out.write(
-            `Gatehouse platform API  ${listening.url}\n          gRPC (h2c)    ${listening.grpcUrl}\n          plant API     ${listening.sampleUrl}\n`,
+            `Gatehouse platform API  ${listening.url}\n          gRPC (h2c)    ${listening.grpcUrl}\n          plant API     ${listening.sampleUrl}\n` +
+              (gateway ? `          gateway       ${gateway.addresses.url} (admin ${gateway.addresses.adminUrl})\n` : ""),
           );
         }
         await new Promise<void>((resolve) => {
@@ -45,6 +55,7 @@ export const registerServe: CommandGroup = (program, cli) => {
           process.once("SIGINT", () => stop("SIGINT"));
         });
       } finally {
+        await gateway?.close();
         await app.close();
       }
     });

@@ -1,0 +1,80 @@
+import { CliError } from "../errors.js";
+import { type CommandGroup, examples, helpGroups } from "../program.js";
+
+/** `gatehouse gateway`: a standalone data-plane process (CONTRACT.md "Gateway (data plane)"). */
+export const registerGateway: CommandGroup = (program, cli) => {
+  const gateway = program
+    .command("gateway")
+    .helpGroup(helpGroups.operator)
+    .description("run a stateless gateway that follows the control plane and enforces one organisation's configuration")
+    .addHelpText(
+      "after",
+      "\nSettings (environment):\n" +
+        "  GATEHOUSE_GATEWAY_KEY  the gateway key (gw_...; gatehouse keys create --kind gateway); required\n" +
+        "  GATEHOUSE_URL          control plane(s), comma-separated, followed in order with failover\n" +
+        "                         (default http://127.0.0.1:8080)\n" +
+        "  GATEWAY_PORT, HOST     the proxy's address (default 127.0.0.1:8000)\n" +
+        "  GATEWAY_ADMIN_PORT     /healthz, /readyz and /metrics (default: GATEWAY_PORT + 1)\n" +
+        "  GATEWAY_CACHE          last-known-good file (default ./data/gateway-<organization_id>.json)\n" +
+        "  GATEWAY_ID             its name among the organisation's connected gateways (default host-pid)\n" +
+        "The gateway opens no database: it learns the organisation, the session issuer and keys, the\n" +
+        "configuration, consumers, revocations and referenced secrets from the control plane.\n" +
+        "With --json: one line {gateway_url, gateway_admin_url} once listening.",
+    )
+    .action(async () => {
+      const env = process.env;
+      const gatewayKey = env.GATEHOUSE_GATEWAY_KEY?.trim();
+      if (!gatewayKey) {
+        throw new CliError(
+          "missing_configuration",
+          "set GATEHOUSE_GATEWAY_KEY to a gateway key (gatehouse keys create --org <id> --kind gateway --name <name>)",
+        );
+      }
+      const [{ startGateway, defaultGatewayId }, { createLoggers }, { resolve }] = await Promise.all([
+        import("../../gateway/start-gateway.js"),
+        import("../../server/logger.js"),
+        import("node:path"),
+      ]);
+      const port = readPort(env.GATEWAY_PORT, "GATEWAY_PORT", 8000);
+      const adminPort = env.GATEWAY_ADMIN_PORT?.trim() ? readPort(env.GATEWAY_ADMIN_PORT, "GATEWAY_ADMIN_PORT", 8001) : undefined;
+      const dataDir = resolve(env.GATEHOUSE_DATA_DIR?.trim() || "data");
+      const loggers = createLoggers(env.LOG_LEVEL?.trim() || "info");
+      const running = await startGateway(
+        {
+          host: env.HOST?.trim() || "127.0.0.1",
+          port,
+          adminPort,
+          urls: (env.GATEHOUSE_URL?.trim() || "http://127.0.0.1:8080").split(","),
+          gatewayKey,
+          gatewayId: env.GATEWAY_ID?.trim() || defaultGatewayId(),
+          cacheFile: env.GATEWAY_CACHE?.trim() ? resolve(env.GATEWAY_CACHE.trim()) : { directory: dataDir },
+        },
+        loggers.app,
+      );
+      if (cli.out.json) {
+        cli.out.write(`${JSON.stringify({ gateway_url: running.addresses.url, gateway_admin_url: running.addresses.adminUrl })}\n`);
+      } else {
+        cli.out.write(`Gatehouse gateway  ${running.addresses.url}\n           admin    ${running.addresses.adminUrl}\n`);
+      }
+      await new Promise<void>((done) => {
+        process.once("SIGTERM", () => done());
+        process.once("SIGINT", () => done());
+      });
+      await running.close();
+      loggers.flush();
+    });
+  examples(gateway, [
+    "GATEHOUSE_GATEWAY_KEY=gw_... gatehouse gateway",
+    "GATEHOUSE_URL=https://cp1.example.com,https://cp2.example.com GATEWAY_PORT=80 GATEHOUSE_GATEWAY_KEY=gw_... gatehouse gateway",
+  ]);
+};
+
+function readPort(raw: string | undefined, name: string, fallback: number): number {
+  const text = raw?.trim();
+  if (!text) return fallback;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 0 || value > 65535) {
+    throw new CliError("invalid_configuration", `${name} must be a port number from 0 to 65535`);
+  }
+  return value;
+}

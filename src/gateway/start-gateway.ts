@@ -1,0 +1,80 @@
+import { hostname } from "node:os";
+import type { Logger } from "../server/logger.js";
+import { createFollower, type Follower } from "./follower.js";
+import { createGateway, type GatewayAddresses } from "./gateway.js";
+
+/** What a running gateway needs to know (CONTRACT.md "Gateway (data plane)": addresses and settings). */
+export interface GatewaySettings {
+  host: string;
+  port: number;
+  /** Default: the proxy's port + 1 (0 with an ephemeral proxy port). */
+  adminPort?: number | undefined;
+  /** The control planes to follow, in order of preference (GATEHOUSE_URL). */
+  urls: readonly string[];
+  /** GATEHOUSE_GATEWAY_KEY (gw_...). */
+  gatewayKey: string;
+  /** How the gateway is listed among the organisation's connected gateways. */
+  gatewayId: string;
+  /** GATEWAY_CACHE: the last-known-good file, or the folder where it is gateway-<organization_id>.json. */
+  cacheFile: string | { directory: string } | undefined;
+  /** How long an upstream may take to answer (default 30 s): then 504. */
+  upstreamTimeoutMs?: number;
+}
+
+export interface RunningGateway {
+  addresses: GatewayAddresses;
+  follower: Follower;
+  /** Stops following, lets requests in flight finish, closes the listeners. */
+  close(): Promise<void>;
+}
+
+/** The default name of a gateway process among its organisation's connected gateways. */
+export function defaultGatewayId(): string {
+  return `${hostname()}-${process.pid}`;
+}
+
+/**
+ * Starts a gateway: the data plane on its two ports, fed by a follower of the
+ * control plane. The proxy listens at once (answering 503 until the first
+ * state arrives, from the control plane or the cache file); /readyz turns
+ * 200 with it.
+ */
+export async function startGateway(settings: GatewaySettings, logger: Logger): Promise<RunningGateway> {
+  const gateway = createGateway({
+    host: settings.host,
+    port: settings.port,
+    ...(settings.adminPort !== undefined ? { adminPort: settings.adminPort } : {}),
+    ...(settings.upstreamTimeoutMs !== undefined ? { upstreamTimeoutMs: settings.upstreamTimeoutMs } : {}),
+    logger,
+  });
+  const follower = createFollower({
+    urls: settings.urls,
+    gatewayKey: settings.gatewayKey,
+    gatewayId: settings.gatewayId,
+    cacheFile: settings.cacheFile,
+    logger,
+    onState(state) {
+      try {
+        gateway.apply(state);
+      } catch (error) {
+        // The state served so far stays: a document that cannot compile never half-applies.
+        logger.error({ err: error, revision: state.revision }, "gateway could not apply a configuration revision; serving the previous one");
+      }
+    },
+  });
+  const addresses = await gateway.listen();
+  try {
+    await follower.start();
+  } catch (error) {
+    await gateway.close();
+    throw error;
+  }
+  return {
+    addresses,
+    follower,
+    async close() {
+      await follower.close();
+      await gateway.close();
+    },
+  };
+}
