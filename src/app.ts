@@ -126,6 +126,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     clock,
     dashboard: dashboard.authenticate,
     cache: credentialCache,
+    sessionToken: (token) => sessionsFor(deps).verifySessionToken(token),
     onTouchError: (error) => logger.warn({ err: error }, "could not record key use"),
   });
   const tenancy = createTenancy({

@@ -45,11 +45,19 @@ export interface AuthenticatorDeps {
   dashboard?: DashboardAuthenticator;
   /** Keeps what authentication read about a credential briefly; without it every request reads the database. */
   cache?: Pick<CredentialCache, "lookup">;
+  /**
+   * Verifies a session token (ES256 JWT) presented as a bearer credential,
+   * throwing unauthenticated when it is not a live session of this platform:
+   * no RPC takes one, so a valid one is refused as the wrong kind.
+   */
+  sessionToken?: (token: string) => Promise<unknown>;
   /** Called when recording last use fails; never blocks or fails the request. */
   onTouchError?: (error: unknown) => void;
 }
 
 const lastUseResolutionMs = 60_000;
+/** Three base64url segments, the first a JSON object (`eyJ`): the shape of a JWT (RFC 7519). */
+const jwtShape = /^eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 const ruleCache = new WeakMap<DescMethod, AuthRule>();
 
 /** Rules of standard services whose proto we do not own (they cannot carry our option). */
@@ -124,6 +132,12 @@ export function createAuthenticator(deps: AuthenticatorDeps) {
     }
     const match = /^Bearer[ ]+(\S+)\s*$/i.exec(authorization);
     const credential = match?.[1];
+    if (credential && deps.sessionToken && jwtShape.test(credential)) {
+      // A session token where a key is needed: a valid one is the wrong kind of credential (403);
+      // anything else is not a credential of this platform (401, with the reason verification gave).
+      await deps.sessionToken(credential);
+      throw wrongKind(rule, "a session token");
+    }
     if (!credential || !isCredentialShaped(credential)) {
       throw unauthenticated(
         "credential_malformed",
