@@ -56,6 +56,7 @@ export function createHealthService(deps: HealthServiceDeps): Partial<ServiceImp
         if (context.signal.aborted) return;
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, intervalMs);
+          timer.unref();
           context.signal.addEventListener(
             "abort",
             () => {
