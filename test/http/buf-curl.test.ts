@@ -3,9 +3,9 @@ import { join } from "node:path";
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /**
- * An independent client: `buf curl` with the proto schema calls an RPC of each
- * service over the Connect protocol on the main port and over gRPC on the
- * HTTP/2 (h2c) port.
+ * An independent client: `buf curl` calls an RPC of each service over the
+ * Connect protocol on the main port (with the proto schema) and over gRPC on
+ * the HTTP/2 (h2c) port, where it reads the schema through server reflection.
  */
 let server: TestServer;
 beforeAll(async () => {
@@ -15,7 +15,17 @@ afterAll(() => server.close());
 
 /** Runs buf curl without blocking the event loop (the server under test runs in this process). */
 function bufCurl(protocol: "connect" | "grpc", url: string, bearer: string, body: unknown) {
-  const args = ["curl", "--schema", "proto", "--protocol", protocol, "-H", `Authorization: Bearer ${bearer}`, "-d", JSON.stringify(body)];
+  // Over gRPC, buf learns the schema from the server's reflection service; the platform port (HTTP/1.1) has no reflection.
+  const args = [
+    "curl",
+    ...(protocol === "grpc" ? [] : ["--schema", "proto"]),
+    "--protocol",
+    protocol,
+    "-H",
+    `Authorization: Bearer ${bearer}`,
+    "-d",
+    JSON.stringify(body),
+  ];
   if (protocol === "grpc") args.push("--http2-prior-knowledge");
   return new Promise<{ status: number; stdout: string; stderr: string }>((resolve) => {
     execFile(
@@ -70,5 +80,22 @@ describe.each(["connect", "grpc"] as const)("buf curl over %s", (protocol) => {
     });
     expect(result.status).not.toBe(0);
     expect(result.stdout + result.stderr).toContain("permission_denied");
+  });
+});
+
+describe("gRPC server reflection", () => {
+  test("buf curl lists every service without a schema, and without a credential", async () => {
+    const result = await new Promise<{ status: number; stdout: string }>((resolve) => {
+      execFile(
+        join(process.cwd(), "node_modules", ".bin", "buf"),
+        ["curl", "--protocol", "grpc", "--http2-prior-knowledge", "--list-services", server.grpcUrl],
+        { encoding: "utf8", timeout: 60_000 },
+        (error, stdout) => resolve({ status: error ? 1 : 0, stdout }),
+      );
+    });
+    expect(result.status).toBe(0);
+    expect(result.stdout.split("\n").filter(Boolean)).toEqual(
+      expect.arrayContaining(["grpc.health.v1.Health", "svc.v1.ConfigService", "svc.v1.IdentityService", "svc.v1.SecretsService"]),
+    );
   });
 });
