@@ -99,7 +99,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     random,
     keyring,
     logger,
-    passwordHasher: createPasswordHasher(),
+    passwordHasher: createPasswordHasher({ admission: config.signIn }),
     changeFeed,
     credentialsChanged: () => credentialCache.changed(),
     onClose: (fn) => closers.push(fn),
@@ -163,6 +163,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     stock: connectNodeAdapter(adapterOptions),
     extra,
     rpcPaths: new Set(services.flatMap(({ service }) => service.methods.map((m) => `/${service.typeName}/${m.name}`))),
+    trustedProxies: config.trustedProxies,
   });
 
   let servers: (Server | Http2Server)[] = [];
@@ -190,7 +191,7 @@ export async function createApp(options: AppOptions): Promise<App> {
       const grpcAdapter = connectNodeAdapter(adapterOptions);
       const grpc = trackSessions(
         createHttp2Server((req, res) => {
-          stampPeerAddress(req);
+          stampPeerAddress(req, config.trustedProxies);
           grpcAdapter(req, res);
         }),
       );

@@ -1,5 +1,7 @@
 import { resolve } from "node:path";
 import { DomainError } from "./domain/errors.js";
+import { defaultSignInLimits, type SignInLimits } from "./domain/identity/sign-in-limits.js";
+import { parseTrustedProxies, type TrustedProxies } from "./server/client-address.js";
 
 /** Everything Gatehouse reads from its environment, validated once at start. */
 export interface Config {
@@ -25,6 +27,10 @@ export interface Config {
    * change notification reaches it (0: read the database on every request).
    */
   credentialCacheMs: number;
+  /** Reverse proxies whose X-Forwarded-For names the client (TRUSTED_PROXIES; default none: the TCP peer is the client). */
+  trustedProxies: TrustedProxies;
+  /** Bounds on the work anyone can cause before authenticating (password hashing, sign-in attempts). */
+  signIn: SignInLimits;
 }
 
 export type DatabaseConfig = { provider: "sqlite"; file: string } | { provider: "postgresql"; url: string };
@@ -42,6 +48,21 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const publicUrl = readPublicUrl(env.PUBLIC_URL, host, port, problems);
   const database = readDatabase(env.DATABASE_URL, dataDir, cwd, problems);
   const credentialCacheMs = readInteger(env, "CREDENTIAL_CACHE_MS", 5_000, 0, 60_000, problems);
+  const trusted = parseTrustedProxies(env.TRUSTED_PROXIES);
+  for (const description of trusted.problems) problems.push({ field: "TRUSTED_PROXIES", description });
+  const signIn: SignInLimits = {
+    hashingQueueLimit: readInteger(env, "HASHING_QUEUE_LIMIT", defaultSignInLimits.hashingQueueLimit, 1, 100_000, problems),
+    hashingQueuePerClient: readInteger(env, "HASHING_QUEUE_PER_CLIENT", defaultSignInLimits.hashingQueuePerClient, 1, 100_000, problems),
+    concurrencyPerClient: readInteger(env, "SIGN_IN_CONCURRENCY_PER_CLIENT", defaultSignInLimits.concurrencyPerClient, 1, 10_000, problems),
+    dashboardPerMinute: readInteger(
+      env,
+      "DASHBOARD_SIGN_IN_LIMIT_PER_MINUTE",
+      defaultSignInLimits.dashboardPerMinute,
+      1,
+      1_000_000,
+      problems,
+    ),
+  };
   const masterKeyBase64 = env.GATEHOUSE_MASTER_KEY?.trim() || undefined;
   if (masterKeyBase64 !== undefined && Buffer.from(masterKeyBase64, "base64").length !== 32) {
     problems.push({
@@ -64,6 +85,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     logLevel: env.LOG_LEVEL?.trim() || "info",
     limits: { jsonBody: 1024 * 1024, configBody: 5 * 1024 * 1024 },
     credentialCacheMs,
+    trustedProxies: trusted.proxies,
+    signIn,
   };
 }
 

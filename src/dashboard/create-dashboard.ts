@@ -10,6 +10,7 @@ import { createDashboardAuthRoute } from "./auth-routes.js";
 import { createMembers, type Members } from "./members.js";
 import { createOperatorPasskeys, type OperatorPasskeys } from "./operator-passkeys.js";
 import { createOperatorSessions, type OperatorSessions, type SessionLifetimes } from "./operator-sessions.js";
+import { operatorSignInLinksOf, type OperatorSignInLinks } from "./operator-sign-in-links.js";
 import { createDashboardStaticRoute } from "./static-route.js";
 
 /** The server side of the dashboard: operator sessions, members, the cookie authenticator and its HTTP routes. */
@@ -17,6 +18,8 @@ export interface Dashboard {
   sessions: OperatorSessions;
   /** Operators' own passkeys and passkey sign-in. */
   passkeys: OperatorPasskeys;
+  /** One-time sign-in links (issued by an operator command, spent at /dashboard/auth/sign-in/link). */
+  links: OperatorSignInLinks;
   members: Members;
   /** The auth interceptor's hook for RPCs that accept CREDENTIAL_DASHBOARD_SESSION. */
   authenticate: DashboardAuthenticator;
@@ -39,12 +42,15 @@ export function createDashboard(
   const storeOf = (db: Parameters<typeof createDashboardStore>[0]) => createDashboardStore(db, database.provider);
   const store = storeOf(database.client);
   const tenancyStore = createTenancyStore(database.client);
-  const identityStore = createIdentityStore(database.client);
+  // The plain-SQL statements (sql.ts): sign-in's counters and failures are on its hot path.
+  const identityStore = createIdentityStore(database.client, database.sql);
   const sessions = createOperatorSessions({
     store,
     transaction: (fn) => database.transaction((tx) => fn(storeOf(tx))),
     findRole: (organizationId, accountId) => tenancyStore.findRole(organizationId, accountId),
     hitRateCounter: (key, windowStart) => identityStore.hitRateCounter(key, windowStart),
+    failures: identityStore,
+    signInLimits: deps.config.signIn,
     hasher: options.hasher ?? createPasswordHasher(),
     clock: deps.clock,
     random: deps.random,
@@ -57,12 +63,12 @@ export function createDashboard(
     store,
     transaction: (fn) => database.transaction((tx) => fn(storeOf(tx))),
     sessions,
-    hitRateCounter: (key, windowStart) => identityStore.hitRateCounter(key, windowStart),
     clock: deps.clock,
     random: deps.random,
     publicUrl: deps.config.publicUrl,
     onRefusal: (refusal) => deps.logger.info(refusal, "operator passkey response refused"),
   });
+  const links = operatorSignInLinksOf(database, { publicUrl: deps.config.publicUrl, clock: deps.clock, random: deps.random });
   const members = createMembers({
     store,
     transaction: (fn) => database.transaction((tx) => fn({ dashboard: storeOf(tx), tenancy: createTenancyStore(tx) })),
@@ -73,10 +79,11 @@ export function createDashboard(
   return {
     sessions,
     passkeys,
+    links,
     members,
     authenticate: (header, organizationId) => sessions.authenticate(header, organizationId),
     routes: [
-      createDashboardAuthRoute({ sessions, passkeys, publicUrl: deps.config.publicUrl, logError: options.logError }),
+      createDashboardAuthRoute({ sessions, passkeys, links, publicUrl: deps.config.publicUrl, logError: options.logError }),
       createDashboardStaticRoute(),
     ],
   };

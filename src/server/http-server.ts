@@ -2,6 +2,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { ServerResponse, type IncomingMessage, type OutgoingHttpHeader, type OutgoingHttpHeaders } from "node:http";
 import { randomBytes } from "node:crypto";
 import type { createRestShim } from "../rest/shim.js";
+import { clientAddressOf, type TrustedProxies } from "./client-address.js";
 import type { createConnectUnary } from "./connect-unary.js";
 import type { Logger, RequestLog } from "./logger.js";
 import type { Metrics } from "./metrics.js";
@@ -29,6 +30,8 @@ export interface PlatformHandlerDeps {
   extra: ExtraRoute[];
   /** Paths of every served RPC (`/svc.v1.ConfigService/WatchConfig`). */
   rpcPaths: ReadonlySet<string>;
+  /** TRUSTED_PROXIES: peers whose X-Forwarded-For names the client (default none). */
+  trustedProxies?: TrustedProxies;
 }
 
 const requestIdPrefix = randomBytes(4).toString("hex");
@@ -36,20 +39,24 @@ let requestCounter = 0;
 const safeRequestId = /^[A-Za-z0-9._:-]{1,64}$/;
 
 /**
- * Request header through which handlers learn the client's socket address
- * (per-IP limits). The server sets it on every request and drops any value a
- * client sent, so it cannot be forged.
+ * Request header through which handlers learn the client's address (per-IP
+ * limits): the socket's, or behind a trusted proxy the one it forwarded
+ * (client-address.ts). The server sets it on every request and drops any
+ * value a client sent, so it cannot be forged.
  */
 export const peerAddressHeader = "x-gatehouse-peer";
 
-/** Replaces any client-sent peer header with the socket's remote address. */
-export function stampPeerAddress(req: {
-  headers: Record<string, string | string[] | undefined>;
-  socket?: { remoteAddress?: string | undefined } | null;
-}): void {
+/** Replaces any client-sent peer header with the client's address (the socket's, or a trusted proxy's X-Forwarded-For). */
+export function stampPeerAddress(
+  req: {
+    headers: Record<string, string | string[] | undefined>;
+    socket?: { remoteAddress?: string | undefined } | null;
+  },
+  trustedProxies: TrustedProxies = [],
+): void {
   // Only when sent: deleting a property that is not there still costs the object its fast layout.
   if (req.headers[peerAddressHeader] !== undefined) delete req.headers[peerAddressHeader];
-  const address = req.socket?.remoteAddress;
+  const address = clientAddressOf(req.socket?.remoteAddress, req.headers["x-forwarded-for"], trustedProxies);
   if (address) req.headers[peerAddressHeader] = address;
 }
 
@@ -90,7 +97,7 @@ export class PlatformResponse<Request extends IncomingMessage = IncomingMessage>
 export function createPlatformHandler(deps: PlatformHandlerDeps): NodeHandler {
   return (req, res) => {
     const started = performance.now();
-    stampPeerAddress(req);
+    stampPeerAddress(req, deps.trustedProxies);
     const incomingId = req.headers["x-request-id"];
     const requestId =
       typeof incomingId === "string" && safeRequestId.test(incomingId)

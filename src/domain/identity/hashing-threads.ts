@@ -1,12 +1,26 @@
 import type { Options } from "@node-rs/argon2";
 import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
+import { DomainError } from "../errors.js";
+import { FairQueue, type FairKey, type FairQueueLimits } from "./fair-queue.js";
 
 /** One argon2id computation for a hashing thread. */
 export type HashingJob = { kind: "hash"; password: string; options: Options } | { kind: "verify"; stored: string; password: string };
 
+/**
+ * Who asks for a computation and how much waiting the asker allows: the
+ * (organisation, client address) it is queued under, the process-wide bound on
+ * waiting computations and the bound per (organisation, client).
+ */
+export interface HashingAdmission {
+  key: FairKey;
+  limits: FairQueueLimits;
+}
+
 interface Queued {
   job: HashingJob;
+  /** The fairness key as one string, for counting who has work in the pool. */
+  sender: string;
   resolve(value: string | boolean): void;
   reject(error: Error): void;
 }
@@ -16,15 +30,21 @@ interface HashingThread {
   /** Jobs handed to the thread, oldest (the one it is computing) first; it answers in order. */
   inFlight: Queued[];
   idleTimer: NodeJS.Timeout | null;
+  /** When the job it computes now was (about) started. */
+  startedAt: number | null;
 }
 
 /**
- * Jobs a busy thread may hold: the one it computes and the next. The next is
+ * Jobs a busy thread may hold: the one it computes and the next, while only
+ * one sender has work in the pool. The next is
  * already in the thread's message queue when the current one ends, so the
  * thread starts it at once instead of idling until the event loop has read the
  * answer and posted more work (under load the event loop is busy, and that wait
  * was time the core spent on neither). Jobs are of nearly equal cost, so
- * holding one more per thread delays none behind a long one.
+ * holding one more per thread delays none behind a long one. While several
+ * senders have work, a thread holds one job only: a job handed to a thread
+ * can no longer be reordered, so holding a second would make a newcomer wait
+ * for it however fair the queue is.
  */
 export const hashingDepth = 2;
 
@@ -70,8 +90,38 @@ parentPort.on("message", (job) => {
 
 const binding = createRequire(import.meta.url).resolve("@node-rs/argon2");
 const threads: HashingThread[] = [];
-const queue: Queued[] = [];
+const queue = new FairQueue<Queued>();
+/** Jobs queued or on a thread, per sender. */
+const senders = new Map<string, number>();
 let capacity = 1;
+/** A moving average of how long a job takes on a thread, for Retry-After. */
+let averageJobMs = 25;
+const defaultAdmission: HashingAdmission = {
+  key: { organization: "-", client: "-" },
+  limits: { total: Number.POSITIVE_INFINITY, perClient: Number.POSITIVE_INFINITY },
+};
+
+function depthAllowed(): number {
+  return senders.size <= 1 ? hashingDepth : 1;
+}
+
+function busy(): DomainError {
+  // The time the queue ahead takes on the threads there are, at least a second.
+  const seconds = Math.max(1, Math.ceil(((queue.size + 1) * averageJobMs) / Math.max(1, threads.length) / 1000));
+  return new DomainError(
+    "resource_exhausted",
+    "hashing_busy",
+    `the server is checking too many passwords at the moment; try again in ${seconds} s`,
+    [],
+    seconds,
+  );
+}
+
+function settle(queued: Queued): void {
+  const left = (senders.get(queued.sender) ?? 1) - 1;
+  if (left <= 0) senders.delete(queued.sender);
+  else senders.set(queued.sender, left);
+}
 
 /**
  * The threads that run argon2id, shared by every hasher of the process (as the
@@ -85,30 +135,56 @@ export const hashingThreads = {
     capacity = Math.max(capacity, count);
   },
 
-  run(job: HashingJob): Promise<string | boolean> {
+  /**
+   * Runs a job, or queues it fairly (round-robin over organisations and their
+   * clients) when every thread is busy. Past the asker's bounds the job is
+   * refused at once with resource_exhausted (hashing_busy, with Retry-After);
+   * a full queue may push out the newest job of its heaviest sender instead.
+   */
+  run(job: HashingJob, admission: HashingAdmission = defaultAdmission): Promise<string | boolean> {
     return new Promise((resolve, reject) => {
-      const queued: Queued = { job, resolve, reject };
+      const sender = `${admission.key.organization}\n${admission.key.client}`;
+      const queued: Queued = { job, sender, resolve, reject };
+      senders.set(sender, (senders.get(sender) ?? 0) + 1);
       const idle = threads.find((thread) => thread.inFlight.length === 0);
       if (idle) return assign(idle, queued);
       if (threads.length < capacity) return assign(startThread(), queued);
       let least: HashingThread | undefined;
       for (const thread of threads) if (!least || thread.inFlight.length < least.inFlight.length) least = thread;
-      if (least && least.inFlight.length < hashingDepth) assign(least, queued);
-      else queue.push(queued);
+      if (least && queue.size === 0 && least.inFlight.length < depthAllowed()) return assign(least, queued);
+      const offered = queue.offer(queued, admission.key, admission.limits);
+      if (!offered.admitted) {
+        settle(queued);
+        reject(busy());
+        return;
+      }
+      if (offered.evicted) {
+        settle(offered.evicted);
+        offered.evicted.reject(busy());
+      }
     });
+  },
+
+  /** Jobs waiting for a thread (for tests and metrics). */
+  get waiting(): number {
+    return queue.size;
   },
 };
 
 function startThread(): HashingThread {
   const worker = new Worker(threadSource, { eval: true, workerData: { binding, niceness: hashingNiceness } });
-  const thread: HashingThread = { worker, inFlight: [], idleTimer: null };
+  const thread: HashingThread = { worker, inFlight: [], idleTimer: null, startedAt: null };
   threads.push(thread);
   worker.on("message", (answer: { value?: string | boolean; error?: string }) => {
     const done = thread.inFlight.shift();
     if (done) {
+      settle(done);
+      const took = performance.now() - (thread.startedAt ?? performance.now());
+      averageJobMs += (took - averageJobMs) / 8;
       if (answer.error !== undefined) done.reject(new Error(answer.error));
       else done.resolve(answer.value as string | boolean);
     }
+    thread.startedAt = thread.inFlight.length > 0 ? performance.now() : null;
     next(thread);
   });
   const lost = (error: Error) => {
@@ -117,9 +193,12 @@ function startThread(): HashingThread {
     threads.splice(index, 1);
     if (thread.idleTimer) clearTimeout(thread.idleTimer);
     const unanswered = thread.inFlight.splice(0);
-    for (const job of unanswered) job.reject(error);
+    for (const job of unanswered) {
+      settle(job);
+      job.reject(error);
+    }
     // Whatever waits gets a new thread.
-    const waiting = queue.shift();
+    const waiting = queue.take();
     if (waiting) assign(startThread(), waiting);
   };
   worker.on("error", lost);
@@ -133,13 +212,15 @@ function assign(thread: HashingThread, queued: Queued): void {
     thread.idleTimer = null;
   }
   thread.inFlight.push(queued);
+  if (thread.inFlight.length === 1) thread.startedAt = performance.now();
   // A thread at work keeps the process alive until its answer arrives; an idle one does not.
   thread.worker.ref();
   thread.worker.postMessage(queued.job);
 }
 
 function next(thread: HashingThread): void {
-  const waiting = queue.shift();
+  // A thread that still holds a job takes another only while a single sender has work (see hashingDepth).
+  const waiting = thread.inFlight.length < depthAllowed() ? queue.take() : undefined;
   if (waiting) {
     assign(thread, waiting);
     return;

@@ -1,0 +1,85 @@
+import { DomainError } from "../errors.js";
+
+/**
+ * Bounds on the work that anyone can cause before authenticating, set per
+ * process (README "Configuration"). A password check costs about 22 ms of a
+ * core (argon2id at the OWASP minimum), so without bounds a few hundred
+ * unauthenticated requests queue every other sign-in behind them.
+ */
+export interface SignInLimits {
+  /** argon2id computations waiting for a hashing thread, in the whole process; beyond it 429 hashing_busy. */
+  hashingQueueLimit: number;
+  /** Of those, how many one (organisation, client address) may have waiting. */
+  hashingQueuePerClient: number;
+  /**
+   * Unauthenticated sign-in requests (passwords, links, passkeys) one client
+   * address may have in progress on one instance; as many again times four
+   * wait their turn, further ones are refused at once with 429 before any
+   * database or hashing work.
+   */
+  concurrencyPerClient: number;
+  /** Dashboard sign-in, setup, passkey and link requests per client address and minute (counted in the database, across instances). */
+  dashboardPerMinute: number;
+}
+
+export const defaultSignInLimits: SignInLimits = {
+  // At about 45 checks per core and second, 64 waiting is at most about 0.7 s of waiting on two cores.
+  hashingQueueLimit: 64,
+  hashingQueuePerClient: 4,
+  concurrencyPerClient: 4,
+  dashboardPerMinute: 60,
+};
+
+/** How many requests may wait per client address for each one in progress. */
+const waitingPerRunning = 4;
+
+/**
+ * The per-address gate in front of every unauthenticated sign-in: at most
+ * `concurrencyPerClient` requests of one client address in progress on this
+ * instance, a few more waiting in arrival order, the rest refused before they
+ * cost a database query or a hash. It is memory only and per instance: it
+ * bounds bursts, while the per-minute counters in the database bound rates
+ * across instances.
+ */
+export function createSignInGate(limits: Pick<SignInLimits, "concurrencyPerClient">) {
+  const concurrency = limits.concurrencyPerClient;
+  const maxWaiting = concurrency * waitingPerRunning;
+  const clients = new Map<string, { running: number; waiting: (() => void)[] }>();
+
+  return {
+    /** Runs fn when the client has a free slot; a client of no address (a backend) is not gated. */
+    async run<T>(client: string | undefined, fn: () => Promise<T>): Promise<T> {
+      if (client === undefined) return fn();
+      let state = clients.get(client);
+      if (!state) {
+        state = { running: 0, waiting: [] };
+        clients.set(client, state);
+      }
+      const own = state;
+      if (own.running >= concurrency) {
+        if (own.waiting.length >= maxWaiting) {
+          throw new DomainError(
+            "resource_exhausted",
+            "too_many_concurrent_sign_ins",
+            `too many sign-in requests from this address at once (${concurrency} at a time); try again in 1 s`,
+            [],
+            1,
+          );
+        }
+        // The request that ends hands its slot over (running stays the same).
+        await new Promise<void>((resolve) => own.waiting.push(resolve));
+      } else {
+        own.running++;
+      }
+      try {
+        return await fn();
+      } finally {
+        const next = own.waiting.shift();
+        if (next) next();
+        else if (--own.running === 0) clients.delete(client);
+      }
+    },
+  };
+}
+
+export type SignInGate = ReturnType<typeof createSignInGate>;
