@@ -74,7 +74,7 @@ export function dateOf(timestamp: Timestamp | undefined): Date | undefined {
 
 /** POSTs JSON to one of the /dashboard/auth/* endpoints; failures become ConnectErrors with their details. */
 export async function postAuth<T>(
-  path: "setup/inspect" | "setup" | "sign-in" | "sign-out" | "passkey/begin" | "passkey/finish",
+  path: "setup/inspect" | "setup" | "sign-in" | "sign-in/link" | "sign-out" | "passkey/begin" | "passkey/finish",
   body: Record<string, unknown>,
 ): Promise<T> {
   const response = await fetch(`/dashboard/auth/${path}`, {
