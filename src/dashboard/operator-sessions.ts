@@ -6,7 +6,7 @@ import { invisibleCharacterProblem, normalizeIdentifier } from "../domain/identi
 import { createKeyedSerializer, identifierFailureLimit, lockoutRefusal, type LockoutPolicy } from "../domain/identity/lockout.js";
 import type { HashingClient, PasswordHasher } from "../domain/identity/password-hasher.js";
 import { checkNewPassword } from "../domain/identity/password-policy.js";
-import { createSignInGate, defaultSignInLimits, type SignInLimits } from "../domain/identity/sign-in-limits.js";
+import { createSignInGate, createWindowLimiter, defaultSignInLimits, type SignInLimits } from "../domain/identity/sign-in-limits.js";
 import type { Principal } from "../interceptors/auth.js";
 import { clientBucketOf } from "../server/client-address.js";
 import type { DashboardStore, OperatorAccountRecord, OperatorSessionRecord } from "../storage/dashboard-store.js";
@@ -126,14 +126,15 @@ export function createOperatorSessions(deps: OperatorSessionsDeps) {
   /** Password sign-ins of one e-mail address run one at a time on this instance (each sees the failures before it). */
   const oneAtATime = createKeyedSerializer();
 
+  const windowLimiter = createWindowLimiter(deps.hitRateCounter);
+
   /** The per-address limit of unauthenticated dashboard requests, counted in the database across instances. */
-  async function limitClient(bucket: string): Promise<void> {
-    const now = deps.clock();
-    const windowMs = 60_000;
-    const windowStart = new Date(now.getTime() - (now.getTime() % windowMs));
-    const attempts = await deps.hitRateCounter(`dashboard-auth:${bucket}`, windowStart);
-    if (attempts > signInLimits.dashboardPerMinute) {
-      const seconds = Math.max(1, Math.ceil((windowStart.getTime() + windowMs - now.getTime()) / 1000));
+  async function limitClient(bucket: string, counted: boolean): Promise<void> {
+    const key = `dashboard-auth:${bucket}`;
+    const seconds = counted
+      ? await windowLimiter.hit(key, deps.clock(), 60_000, signInLimits.dashboardPerMinute)
+      : windowLimiter.knownOver(key, deps.clock(), 60_000);
+    if (seconds !== null) {
       throw new DomainError(
         "resource_exhausted",
         "too_many_attempts",
@@ -270,10 +271,13 @@ export function createOperatorSessions(deps: OperatorSessionsDeps) {
      */
     guard<T>(clientAddress: string | undefined, fn: () => Promise<T>): Promise<T> {
       const bucket = clientBucketOf(clientAddress);
-      return gate.run(bucket, async () => {
-        await limitClient(bucket);
-        return fn();
-      });
+      // An address already over its minute is refused from memory, before it takes a slot.
+      return limitClient(bucket, false).then(() =>
+        gate.run(bucket, async () => {
+          await limitClient(bucket, true);
+          return fn();
+        }),
+      );
     },
 
     /**

@@ -133,6 +133,7 @@ export function operatorSignInLinksOf(
 export function issueOperatorSignInLink(
   app: { database: Database; config: { publicUrl: string } },
   input: { email: string; ttlSeconds?: number },
+  options: { clock?: Clock } = {},
 ): Promise<IssuedSignInLink> {
-  return operatorSignInLinksOf(app.database, { publicUrl: app.config.publicUrl }).issue(input);
+  return operatorSignInLinksOf(app.database, { publicUrl: app.config.publicUrl, ...options }).issue(input);
 }

@@ -94,6 +94,8 @@ const queue = new FairQueue<Queued>();
 /** Jobs queued or on a thread, per sender. */
 const senders = new Map<string, number>();
 let capacity = 1;
+/** Jobs handed to threads since the process started. */
+let computations = 0;
 /** A moving average of how long a job takes on a thread, for Retry-After. */
 let averageJobMs = 25;
 const defaultAdmission: HashingAdmission = {
@@ -169,6 +171,11 @@ export const hashingThreads = {
   get waiting(): number {
     return queue.size;
   },
+
+  /** Jobs handed to threads since the process started (for tests and metrics). */
+  get computations(): number {
+    return computations;
+  },
 };
 
 function startThread(): HashingThread {
@@ -212,6 +219,7 @@ function assign(thread: HashingThread, queued: Queued): void {
     thread.idleTimer = null;
   }
   thread.inFlight.push(queued);
+  computations++;
   if (thread.inFlight.length === 1) thread.startedAt = performance.now();
   // A thread at work keeps the process alive until its answer arrives; an idle one does not.
   thread.worker.ref();

@@ -6,6 +6,7 @@ import type { Clock } from "../clock.js";
 import { DomainError } from "../errors.js";
 import { createKeyedSerializer, identifierFailureLimit, lockoutRefusal } from "./lockout.js";
 import { defaultSettings, type IdentitySettings } from "./settings.js";
+import { createWindowLimiter } from "./sign-in-limits.js";
 
 /** The failures a login looks at, and the window they were asked for. */
 export interface FailureQuery extends StoredFailureQuery {
@@ -33,14 +34,11 @@ export interface LoginAttempt {
 }
 
 const minuteMs = 60_000;
+const ipLimitMessage = "too many identity requests from this address";
 const hourMs = 3_600_000;
 const pruneEveryMs = 10 * minuteMs;
 /** Longer than any window a setting allows (7 days). */
 const failureRetentionMs = 8 * 24 * hourMs;
-
-function retryAfter(untilMs: number, nowMs: number): number {
-  return Math.max(1, Math.ceil((untilMs - nowMs) / 1000));
-}
 
 function tooMany(reason: string, message: string, seconds: number): DomainError {
   return new DomainError("resource_exhausted", reason, `${message}; try again in ${seconds} s`, [], seconds);
@@ -66,25 +64,30 @@ export function createLimits(deps: LimitsDeps) {
     deps.store.prune(new Date(nowMs - 2 * hourMs), new Date(nowMs - failureRetentionMs)).catch((error: unknown) => deps.onError?.(error));
   }
 
+  const windowLimiter = createWindowLimiter((key, windowStart) => deps.store.hitRateCounter(key, windowStart));
+
   /** Counts one hit in a fixed window; resource_exhausted with Retry-After past the limit. */
   async function hit(key: string, windowMs: number, limit: number, reason: string, message: string): Promise<void> {
-    const nowMs = deps.clock().getTime();
-    const windowStart = Math.floor(nowMs / windowMs) * windowMs;
-    const count = await deps.store.hitRateCounter(key, new Date(windowStart));
-    housekeeping(nowMs);
-    if (count > limit) throw tooMany(reason, message, retryAfter(windowStart + windowMs, nowMs));
+    const now = deps.clock();
+    const seconds = await windowLimiter.hit(key, now, windowMs, limit);
+    housekeeping(now.getTime());
+    if (seconds !== null) throw tooMany(reason, message, seconds);
   }
 
   return {
     /** The per-address limit of client-side identity requests of one organisation (an IPv6 client counts as its /64). */
     checkClientAddress(organizationId: string, address: string, settings: Pick<IdentitySettings, "ipLimitPerMinute">): Promise<void> {
-      return hit(
-        `ip:${organizationId}:${clientBucketOf(address)}`,
-        minuteMs,
-        settings.ipLimitPerMinute,
-        "ip_rate_limited",
-        "too many identity requests from this address",
-      );
+      return hit(`ip:${organizationId}:${clientBucketOf(address)}`, minuteMs, settings.ipLimitPerMinute, "ip_rate_limited", ipLimitMessage);
+    },
+
+    /**
+     * The per-address limit again, from memory only: refuses at once a client
+     * this instance already saw over its limit in this minute, so a flood
+     * from it costs no query at all (before the settings are even read).
+     */
+    refuseKnownClient(organizationId: string, address: string): void {
+      const seconds = windowLimiter.knownOver(`ip:${organizationId}:${clientBucketOf(address)}`, deps.clock(), minuteMs);
+      if (seconds !== null) throw tooMany("ip_rate_limited", ipLimitMessage, seconds);
     },
 
     /** The per-identifier limit on issuing magic links or password-reset tokens. */

@@ -83,3 +83,44 @@ export function createSignInGate(limits: Pick<SignInLimits, "concurrencyPerClien
 }
 
 export type SignInGate = ReturnType<typeof createSignInGate>;
+
+/** How many refused windows the memo below keeps before it drops the ended ones. */
+const memoCapacity = 10_000;
+
+/**
+ * Fixed-window counters in the database (shared by every instance) with a
+ * memo of the windows this instance has already seen go over their limit:
+ * within a window a count only grows, so once a client is over it, its
+ * further requests are refused from memory, without a database write each
+ * (a flood of refused requests would otherwise cost one write apiece).
+ * Returns null when the hit is within the limit, else the seconds until the
+ * window ends.
+ */
+export function createWindowLimiter(hitRateCounter: (key: string, windowStart: Date) => Promise<number>) {
+  const overUntil = new Map<string, number>();
+  const windowOf = (now: Date, windowMs: number) => {
+    const start = Math.floor(now.getTime() / windowMs) * windowMs;
+    return { start, seconds: Math.max(1, Math.ceil((start + windowMs - now.getTime()) / 1000)) };
+  };
+  return {
+    /** Counts one hit: null within the limit, else the seconds until the window ends. */
+    async hit(key: string, now: Date, windowMs: number, limit: number): Promise<number | null> {
+      const window = windowOf(now, windowMs);
+      const memo = `${key}@${window.start}`;
+      if (overUntil.has(memo)) return window.seconds;
+      const count = await hitRateCounter(key, new Date(window.start));
+      if (count <= limit) return null;
+      if (overUntil.size >= memoCapacity) {
+        for (const [entry, until] of overUntil) if (until <= now.getTime()) overUntil.delete(entry);
+        if (overUntil.size >= memoCapacity) overUntil.clear();
+      }
+      overUntil.set(memo, window.start + windowMs);
+      return window.seconds;
+    },
+    /** Without counting: the seconds until the window ends when this instance already saw the key over its limit, else null. */
+    knownOver(key: string, now: Date, windowMs: number): number | null {
+      const window = windowOf(now, windowMs);
+      return overUntil.has(`${key}@${window.start}`) ? window.seconds : null;
+    },
+  };
+}
