@@ -17,6 +17,8 @@ export type Offered<T> = { admitted: false } | { admitted: true; evicted: T | nu
 interface ClientLine<T> {
   key: string;
   items: T[];
+  /** When its newest item arrived (a sequence number). */
+  newest: number;
 }
 
 interface OrganizationLine<T> {
@@ -24,6 +26,8 @@ interface OrganizationLine<T> {
   clients: Ring<ClientLine<T>>;
   byClient: Map<string, ClientLine<T>>;
   size: number;
+  /** When its newest item arrived (a sequence number). */
+  newest: number;
 }
 
 /** A round: members served in turn from `next`; a newcomer joins at the end of the current round. */
@@ -74,6 +78,7 @@ export class FairQueue<T> {
   private readonly organizations = new Ring<OrganizationLine<T>>();
   private readonly byOrganization = new Map<string, OrganizationLine<T>>();
   private count = 0;
+  private arrivals = 0;
 
   get size(): number {
     return this.count;
@@ -123,17 +128,19 @@ export class FairQueue<T> {
   private push(item: T, key: FairKey): void {
     let organization = this.byOrganization.get(key.organization);
     if (!organization) {
-      organization = { key: key.organization, clients: new Ring(), byClient: new Map(), size: 0 };
+      organization = { key: key.organization, clients: new Ring(), byClient: new Map(), size: 0, newest: 0 };
       this.byOrganization.set(key.organization, organization);
       this.organizations.join(organization);
     }
     let client = organization.byClient.get(key.client);
     if (!client) {
-      client = { key: key.client, items: [] };
+      client = { key: key.client, items: [], newest: 0 };
       organization.byClient.set(key.client, client);
       organization.clients.join(client);
     }
     client.items.push(item);
+    client.newest = ++this.arrivals;
+    organization.newest = client.newest;
     organization.size++;
     this.count++;
   }
@@ -144,7 +151,11 @@ export class FairQueue<T> {
     clientSize: number,
   ): { organization: OrganizationLine<T>; client: ClientLine<T> } | null {
     let heaviest: OrganizationLine<T> | undefined;
-    for (const candidate of this.organizations.members) if (!heaviest || candidate.size > heaviest.size) heaviest = candidate;
+    for (const candidate of this.organizations.members) {
+      // Of equals, the one whose newest item arrived last.
+      if (!heaviest || candidate.size > heaviest.size || (candidate.size === heaviest.size && candidate.newest > heaviest.newest))
+        heaviest = candidate;
+    }
     if (!heaviest) return null;
     const client = heaviestClient(heaviest);
     if (heaviest !== organization) {
@@ -155,8 +166,12 @@ export class FairQueue<T> {
   }
 }
 
+/** The client holding most; of equals, the one whose newest item arrived last (it has waited least). */
 function heaviestClient<T>(organization: OrganizationLine<T>): ClientLine<T> {
   let heaviest = organization.clients.members[0] as ClientLine<T>;
-  for (const client of organization.clients.members) if (client.items.length > heaviest.items.length) heaviest = client;
+  for (const client of organization.clients.members) {
+    const more = client.items.length - heaviest.items.length;
+    if (more > 0 || (more === 0 && client.newest > heaviest.newest)) heaviest = client;
+  }
   return heaviest;
 }
