@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { setPriority } from "node:os";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { join } from "node:path";
 import { hashingThreads } from "../../src/domain/identity/hashing-threads.js";
 import { setUpOwner, startDashboardServer, type DashboardTestServer } from "../support/dashboard-server.js";
@@ -124,6 +125,8 @@ describe("a flood of unauthenticated sign-ins from one address", () => {
     });
     await flood.started;
 
+    const loop = monitorEventLoopDelay({ resolution: 1 });
+    loop.enable();
     const probes: number[] = [];
     let probing = true;
     const prober = (async () => {
@@ -141,6 +144,7 @@ describe("a flood of unauthenticated sign-ins from one address", () => {
     probing = false;
     await prober;
 
+    loop.disable();
     const during = underFlood.filter((login) => login.began < floodEnded).map((login) => login.ms);
     const figures = {
       quietMedianMs: Math.round(median(quiet) * 10) / 10,
@@ -149,6 +153,8 @@ describe("a flood of unauthenticated sign-ins from one address", () => {
       healthzQuietP99Ms: Math.round(percentile(quietProbes, 0.99) * 10) / 10,
       healthzP99Ms: Math.round(percentile(probes, 0.99) * 10) / 10,
       healthzProbes: probes.length,
+      eventLoopDelayMaxMs: Math.round(loop.max / 1e5) / 10,
+      loginsUnderFloodMs: underFlood.map((login) => Math.round(login.ms)),
       passwordChecksDuringFlood: hashingThreads.computations - computationsBefore - underFlood.length,
       flood: result,
     };
