@@ -3,6 +3,7 @@ import { hashToken, newOpaqueToken, systemRandom, type RandomSource } from "../c
 import type { Clock } from "../domain/clock.js";
 import { DomainError, invalidArgument, type Violation } from "../domain/errors.js";
 import { invisibleCharacterProblem, normalizeIdentifier } from "../domain/identity/identifiers.js";
+import { createLimitsHousekeeping } from "../domain/identity/limits.js";
 import { createKeyedSerializer, identifierFailureLimit, lockoutRefusal, type LockoutPolicy } from "../domain/identity/lockout.js";
 import type { HashingClient, PasswordHasher } from "../domain/identity/password-hasher.js";
 import { checkNewPassword } from "../domain/identity/password-policy.js";
@@ -54,8 +55,8 @@ export interface OperatorSessionsDeps {
   findRole(organizationId: string, accountId: string): Promise<Role | null>;
   /** Adds a hit to a fixed-window counter shared by every instance; returns the window's count. */
   hitRateCounter(key: string, windowStart: Date): Promise<number>;
-  /** Failed password sign-ins (shared by every instance). */
-  failures: Pick<IdentityStore, "recentLoginFailures" | "recordLoginFailure">;
+  /** Failed password sign-ins (shared by every instance), and their housekeeping. */
+  failures: Pick<IdentityStore, "recentLoginFailures" | "recordLoginFailure" | "prune">;
   /** Bounds on unauthenticated work (default: defaultSignInLimits). */
   signInLimits?: Pick<SignInLimits, "concurrencyPerClient" | "dashboardPerMinute">;
   hasher: PasswordHasher;
@@ -125,6 +126,7 @@ export function createOperatorSessions(deps: OperatorSessionsDeps) {
   const gate = createSignInGate(signInLimits);
   /** Password sign-ins of one e-mail address run one at a time on this instance (each sees the failures before it). */
   const oneAtATime = createKeyedSerializer();
+  const housekeeping = createLimitsHousekeeping({ store: deps.failures, onError: (error) => deps.onPurgeError?.(error) });
 
   const windowLimiter = createWindowLimiter(deps.hitRateCounter);
 
@@ -308,6 +310,7 @@ export function createOperatorSessions(deps: OperatorSessionsDeps) {
           identifierLimit: identifierFailureLimit(operatorLockout.threshold),
         };
         const failures = await deps.failures.recentLoginFailures(operatorFailureScope, query);
+        housekeeping(now.getTime());
         const refusal = lockoutRefusal(operatorLockout, failures, now, "e-mail address");
         if (refusal) throw refusal;
         const account = await deps.store.findAccountByEmail(email);

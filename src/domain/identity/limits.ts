@@ -52,17 +52,11 @@ function tooMany(reason: string, message: string, seconds: number): DomainError 
  * limit on magic links (and reset tokens) issued per identifier.
  */
 export function createLimits(deps: LimitsDeps) {
-  let lastPrune = 0;
+  const housekeeping = createLimitsHousekeeping(deps);
   /** Password logins of one identifier run one at a time on this instance. */
   const serialize = createKeyedSerializer();
   /** The lockout settings each organisation had at its last login here. */
   const lockoutSeen = new Map<string, Pick<IdentitySettings, "lockoutThreshold" | "lockoutWindowSeconds">>();
-
-  function housekeeping(nowMs: number): void {
-    if (nowMs - lastPrune < pruneEveryMs && nowMs >= lastPrune) return;
-    lastPrune = nowMs;
-    deps.store.prune(new Date(nowMs - 2 * hourMs), new Date(nowMs - failureRetentionMs)).catch((error: unknown) => deps.onError?.(error));
-  }
 
   const windowLimiter = createWindowLimiter((key, windowStart) => deps.store.hitRateCounter(key, windowStart));
 
@@ -180,3 +174,17 @@ export function createLimits(deps: LimitsDeps) {
 }
 
 export type Limits = ReturnType<typeof createLimits>;
+
+/**
+ * Deletes rate counters and failures too old to matter, at most every 10
+ * minutes per instance, in the background (a failure is reported, never
+ * thrown). End-user limits and operator sign-in each run one.
+ */
+export function createLimitsHousekeeping(deps: { store: Pick<IdentityStore, "prune">; onError?: (error: unknown) => void }) {
+  let lastPrune = 0;
+  return (nowMs: number): void => {
+    if (nowMs - lastPrune < pruneEveryMs && nowMs >= lastPrune) return;
+    lastPrune = nowMs;
+    deps.store.prune(new Date(nowMs - 2 * hourMs), new Date(nowMs - failureRetentionMs)).catch((error: unknown) => deps.onError?.(error));
+  };
+}
