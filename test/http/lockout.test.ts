@@ -1,5 +1,5 @@
 import { issueOperatorSignInLink } from "../../src/dashboard/operator-sign-in-links.js";
-import { dashboardRpc, setUpOwner, startDashboardServer, type DashboardTestServer } from "../support/dashboard-server.js";
+import { buildDashboardUi, dashboardRpc, setUpOwner, startDashboardServer, type DashboardTestServer } from "../support/dashboard-server.js";
 import { closeAgents, reasonIn, requestFrom, type AddressedAnswer } from "../support/from-address.js";
 import { enablePasswords, goodPassword, newIdentifier, setIdentitySettings } from "../support/identity-client.js";
 import {
@@ -35,6 +35,7 @@ let device: PasskeyPage;
 let operatorDevice: PasskeyPage;
 
 beforeAll(async () => {
+  buildDashboardUi();
   server = await startDashboardServer({
     publicHost: "localhost",
     clock: manual.clock,
@@ -307,6 +308,25 @@ describe("one-time dashboard sign-in links (for the operator command)", () => {
     expect(answers.filter((a) => a.status === 200).length).toBe(1);
     for (const answer of answers) if (answer.status !== 200) expect(reasonIn(answer)).toBe("sign_in_link_used");
   });
+
+  test("in the browser, the sign-in page spends the link from its fragment, signs in, and the token leaves the address bar", async () => {
+    const link = await issueOperatorSignInLink(server.app, { email: operatorEmail }, { clock: manual.clock });
+    const context = await browser.newContext();
+    try {
+      const page = await context.newPage();
+      await page.goto(link.url);
+      await page.waitForURL("**/dashboard/api-keys");
+      await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+      expect(page.url()).not.toContain(link.token);
+      expect((await context.cookies()).some((c) => c.name === "gatehouse_dashboard")).toBe(true);
+      // Opened again, the spent link says so on the sign-in page.
+      const again = await context.newPage();
+      await again.goto(link.url);
+      await again.getByText("has already been used").waitFor();
+    } finally {
+      await context.close();
+    }
+  }, 30_000);
 
   test("a link for an unknown address, a malformed address or a bad lifetime is refused", async () => {
     await expect(issueOperatorSignInLink(server.app, { email: "nobody@example.com" }, { clock: manual.clock })).rejects.toMatchObject({
