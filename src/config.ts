@@ -62,6 +62,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       1_000_000,
       problems,
     ),
+    refusalDelayMs: readInteger(env, "SIGN_IN_REFUSAL_DELAY_MS", defaultSignInLimits.refusalDelayMs, 0, 10_000, problems),
   };
   const masterKeyBase64 = env.GATEHOUSE_MASTER_KEY?.trim() || undefined;
   if (masterKeyBase64 !== undefined && Buffer.from(masterKeyBase64, "base64").length !== 32) {

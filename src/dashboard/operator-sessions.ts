@@ -7,7 +7,13 @@ import { createLimitsHousekeeping } from "../domain/identity/limits.js";
 import { createKeyedSerializer, identifierFailureLimit, lockoutRefusal, type LockoutPolicy } from "../domain/identity/lockout.js";
 import type { HashingClient, PasswordHasher } from "../domain/identity/password-hasher.js";
 import { checkNewPassword } from "../domain/identity/password-policy.js";
-import { createSignInGate, createWindowLimiter, defaultSignInLimits, type SignInLimits } from "../domain/identity/sign-in-limits.js";
+import {
+  createRefusalDelay,
+  createSignInGate,
+  createWindowLimiter,
+  defaultSignInLimits,
+  type SignInLimits,
+} from "../domain/identity/sign-in-limits.js";
 import type { Principal } from "../interceptors/auth.js";
 import { clientBucketOf } from "../server/client-address.js";
 import type { DashboardStore, OperatorAccountRecord, OperatorSessionRecord } from "../storage/dashboard-store.js";
@@ -58,7 +64,7 @@ export interface OperatorSessionsDeps {
   /** Failed password sign-ins (shared by every instance), and their housekeeping. */
   failures: Pick<IdentityStore, "recentLoginFailures" | "recordLoginFailure" | "prune">;
   /** Bounds on unauthenticated work (default: defaultSignInLimits). */
-  signInLimits?: Pick<SignInLimits, "concurrencyPerClient" | "dashboardPerMinute">;
+  signInLimits?: Pick<SignInLimits, "concurrencyPerClient" | "dashboardPerMinute" | "refusalDelayMs">;
   hasher: PasswordHasher;
   clock: Clock;
   random?: RandomSource;
@@ -124,6 +130,7 @@ export function createOperatorSessions(deps: OperatorSessionsDeps) {
   let lastPurge = Number.NEGATIVE_INFINITY;
   const signInLimits = { ...defaultSignInLimits, ...deps.signInLimits };
   const gate = createSignInGate(signInLimits);
+  const delayRefusal = createRefusalDelay(signInLimits);
   /** Password sign-ins of one e-mail address run one at a time on this instance (each sees the failures before it). */
   const oneAtATime = createKeyedSerializer();
   const housekeeping = createLimitsHousekeeping({ store: deps.failures, onError: (error) => deps.onPurgeError?.(error) });
@@ -274,11 +281,13 @@ export function createOperatorSessions(deps: OperatorSessionsDeps) {
     guard<T>(clientAddress: string | undefined, fn: () => Promise<T>): Promise<T> {
       const bucket = clientBucketOf(clientAddress);
       // An address already over its minute is refused from memory, before it takes a slot.
-      return limitClient(bucket, false).then(() =>
-        gate.run(bucket, async () => {
-          await limitClient(bucket, true);
-          return fn();
-        }),
+      return delayRefusal(
+        limitClient(bucket, false).then(() =>
+          gate.run(bucket, async () => {
+            await limitClient(bucket, true);
+            return fn();
+          }),
+        ),
       );
     },
 

@@ -18,9 +18,14 @@ let proxied: TestServer;
 let ipv6: TestServer;
 
 beforeAll(async () => {
-  plain = await startTestServer({ clock: manual.clock });
-  proxied = await startTestServer({ clock: manual.clock, env: { TRUSTED_PROXIES: "127.0.0.2/32, 10.0.0.0/8, 2001:db8:ffff::/48" } });
-  ipv6 = await startTestServer({ clock: manual.clock, env: { HOST: "::1", TRUSTED_PROXIES: "::1" } });
+  // Refusals at once (SIGN_IN_REFUSAL_DELAY_MS=0): these tests are about whose they are, not when.
+  const now = { SIGN_IN_REFUSAL_DELAY_MS: "0" };
+  plain = await startTestServer({ clock: manual.clock, env: now });
+  proxied = await startTestServer({
+    clock: manual.clock,
+    env: { ...now, TRUSTED_PROXIES: "127.0.0.2/32, 10.0.0.0/8, 2001:db8:ffff::/48" },
+  });
+  ipv6 = await startTestServer({ clock: manual.clock, env: { ...now, HOST: "::1", TRUSTED_PROXIES: "::1" } });
   for (const server of [plain, proxied, ipv6]) await enablePasswords(server, undefined, { ipLimitPerMinute: 2 });
 }, 60_000);
 afterAll(async () => {

@@ -99,16 +99,30 @@ export class FairQueue<T> {
     return { admitted: true, evicted };
   }
 
-  /** The next item, round-robin over organisations and their clients. */
-  take(): T | undefined {
-    const organization = this.organizations.current;
-    const client = organization?.clients.current;
-    if (!organization || !client) return undefined;
-    const item = client.items.shift() as T;
-    organization.clients.advance();
-    this.organizations.advance();
-    this.removed(organization, client);
-    return item;
+  /**
+   * The next item, round-robin over organisations and their clients; with
+   * `eligible`, senders it refuses are passed over (keeping their turn).
+   */
+  take(eligible?: (key: FairKey) => boolean): T | undefined {
+    const organizations = this.organizations.members;
+    for (let i = 0; i < organizations.length; i++) {
+      const orgIndex = (this.organizations.next + i) % organizations.length;
+      const organization = organizations[orgIndex] as OrganizationLine<T>;
+      const clients = organization.clients.members;
+      for (let j = 0; j < clients.length; j++) {
+        const clientIndex = (organization.clients.next + j) % clients.length;
+        const client = clients[clientIndex] as ClientLine<T>;
+        if (eligible && !eligible({ organization: organization.key, client: client.key })) continue;
+        const item = client.items.shift() as T;
+        organization.clients.next = clientIndex;
+        organization.clients.advance();
+        this.organizations.next = orgIndex;
+        this.organizations.advance();
+        this.removed(organization, client);
+        return item;
+      }
+    }
+    return undefined;
   }
 
   /** Bookkeeping after an item of `client` left: drops lines that became empty. */

@@ -21,6 +21,8 @@ interface Queued {
   job: HashingJob;
   /** The fairness key as one string, for counting who has work in the pool. */
   sender: string;
+  /** The client address it runs for (see threadsPerClient). */
+  client: string;
   resolve(value: string | boolean): void;
   reject(error: Error): void;
 }
@@ -107,6 +109,22 @@ function depthAllowed(): number {
   return senders.size <= 1 ? hashingDepth : 1;
 }
 
+/**
+ * How many threads one client address may keep busy: all but one. Jobs are
+ * not preemptible, so a client that held every thread would make anyone else
+ * wait for one of its jobs to end; with one thread kept from it, someone else's
+ * first job starts at once. The price: a single address alone (a big office
+ * behind one NAT, one backend) gets one core fewer for its passwords.
+ */
+function threadsPerClient(): number {
+  return Math.max(1, capacity - 1);
+}
+
+/** The client address of a fairness key; callers without one count per organisation. */
+function clientOf(key: FairKey): string {
+  return key.client === "-" || key.client === "backend" ? `${key.organization}\n${key.client}` : key.client;
+}
+
 function busy(): DomainError {
   // The time the queue ahead takes on the threads there are, at least a second.
   const seconds = Math.max(1, Math.ceil(((queue.size + 1) * averageJobMs) / Math.max(1, threads.length) / 1000));
@@ -146,24 +164,18 @@ export const hashingThreads = {
   run(job: HashingJob, admission: HashingAdmission = defaultAdmission): Promise<string | boolean> {
     return new Promise((resolve, reject) => {
       const sender = `${admission.key.organization}\n${admission.key.client}`;
-      const queued: Queued = { job, sender, resolve, reject };
-      senders.set(sender, (senders.get(sender) ?? 0) + 1);
-      const idle = threads.find((thread) => thread.inFlight.length === 0);
-      if (idle) return assign(idle, queued);
-      if (threads.length < capacity) return assign(startThread(), queued);
-      let least: HashingThread | undefined;
-      for (const thread of threads) if (!least || thread.inFlight.length < least.inFlight.length) least = thread;
-      if (least && queue.size === 0 && least.inFlight.length < depthAllowed()) return assign(least, queued);
+      const queued: Queued = { job, sender, client: clientOf(admission.key), resolve, reject };
       const offered = queue.offer(queued, admission.key, admission.limits);
       if (!offered.admitted) {
-        settle(queued);
         reject(busy());
         return;
       }
+      senders.set(sender, (senders.get(sender) ?? 0) + 1);
       if (offered.evicted) {
         settle(offered.evicted);
         offered.evicted.reject(busy());
       }
+      pump();
     });
   },
 
@@ -192,7 +204,8 @@ function startThread(): HashingThread {
       else done.resolve(answer.value as string | boolean);
     }
     thread.startedAt = thread.inFlight.length > 0 ? performance.now() : null;
-    next(thread);
+    pump();
+    if (thread.inFlight.length === 0) idle(thread);
   });
   const lost = (error: Error) => {
     const index = threads.indexOf(thread);
@@ -205,8 +218,7 @@ function startThread(): HashingThread {
       job.reject(error);
     }
     // Whatever waits gets a new thread.
-    const waiting = queue.take();
-    if (waiting) assign(startThread(), waiting);
+    pump();
   };
   worker.on("error", lost);
   worker.on("exit", (code) => lost(new Error(`the hashing thread stopped (exit code ${code})`)));
@@ -226,14 +238,48 @@ function assign(thread: HashingThread, queued: Queued): void {
   thread.worker.postMessage(queued.job);
 }
 
-function next(thread: HashingThread): void {
-  // A thread that still holds a job takes another only while a single sender has work (see hashingDepth).
-  const waiting = thread.inFlight.length < depthAllowed() ? queue.take() : undefined;
-  if (waiting) {
-    assign(thread, waiting);
-    return;
+/** How many threads hold a job of this client address. */
+function threadsOf(client: string): number {
+  let count = 0;
+  for (const thread of threads) if (thread.inFlight.some((queued) => queued.client === client)) count++;
+  return count;
+}
+
+/**
+ * Hands waiting jobs to threads in the queue's fair order: to an idle thread
+ * (or a new one, up to the capacity), passing over client addresses that
+ * already keep threadsPerClient threads busy; and, while a single sender has
+ * work, a second job to a busy thread (hashingDepth).
+ */
+function pump(): void {
+  const eligible = (key: FairKey) => threadsOf(clientOf(key)) < threadsPerClient();
+  while (queue.size > 0) {
+    const free = threads.find((thread) => thread.inFlight.length === 0) ?? (threads.length < capacity ? null : undefined);
+    if (free !== undefined) {
+      const job = queue.take(eligible);
+      if (job) {
+        assign(free ?? startThread(), job);
+        continue;
+      }
+    }
+    if (depthAllowed() < hashingDepth) return;
+    let target: HashingThread | undefined;
+    for (const thread of threads) {
+      if (
+        thread.inFlight.length > 0 &&
+        thread.inFlight.length < hashingDepth &&
+        (!target || thread.inFlight.length < target.inFlight.length)
+      )
+        target = thread;
+    }
+    const job = target ? queue.take() : undefined;
+    if (!target || !job) return;
+    assign(target, job);
   }
-  if (thread.inFlight.length > 0) return;
+}
+
+/** A thread with nothing to do: it lets the process exit, and ends after idleMs. */
+function idle(thread: HashingThread): void {
   thread.worker.unref();
   thread.idleTimer = setTimeout(() => {
     const index = threads.indexOf(thread);

@@ -10,7 +10,7 @@ import type { HashingClient, PasswordHasher } from "./password-hasher.js";
 import { checkNewPassword } from "./password-policy.js";
 import type { IssuedSession, SessionIssuer, VerifiedSession } from "./sessions.js";
 import { effectiveSettings, type IdentitySettings } from "./settings.js";
-import { createSignInGate, defaultSignInLimits, type SignInLimits } from "./sign-in-limits.js";
+import { createRefusalDelay, createSignInGate, defaultSignInLimits, type SignInLimits } from "./sign-in-limits.js";
 
 export interface IdentityDeps {
   store: IdentityStore;
@@ -25,7 +25,7 @@ export interface IdentityDeps {
   /** Housekeeping failures (never fail a request). */
   onError?: (error: unknown) => void;
   /** Bounds on unauthenticated work (default: defaultSignInLimits). */
-  signInLimits?: Pick<SignInLimits, "concurrencyPerClient">;
+  signInLimits?: Pick<SignInLimits, "concurrencyPerClient" | "refusalDelayMs">;
 }
 
 /** Who calls: the organisation of the key, its kind, and the client's address when known. */
@@ -76,6 +76,7 @@ export function createIdentity(deps: IdentityDeps) {
   const random = deps.random ?? systemRandom;
   const limits = createLimits({ store: deps.store, clock: deps.clock, ...(deps.onError ? { onError: deps.onError } : {}) });
   const gate = createSignInGate(deps.signInLimits ?? defaultSignInLimits);
+  const delayRefusal = createRefusalDelay(deps.signInLimits ?? defaultSignInLimits);
 
   /**
    * A client-side (publishable-key) call waits for a free slot of its client
@@ -83,8 +84,16 @@ export function createIdentity(deps: IdentityDeps) {
    * organisation's backend (secret key) is not gated.
    */
   function gated<A, T>(fn: (caller: Caller, input: A) => Promise<T>): (caller: Caller, input: A) => Promise<T> {
-    return (caller, input) =>
-      gate.run(caller.credential === "publishable" ? clientBucketOf(caller.address) : undefined, () => fn(caller, input));
+    return (caller, input) => {
+      if (caller.credential !== "publishable") return fn(caller, input);
+      return delayRefusal(
+        (async () => {
+          // An address this instance already saw over its minute is refused from memory, before it takes a slot.
+          if (caller.address) limits.refuseKnownClient(caller.organizationId, caller.address);
+          return gate.run(clientBucketOf(caller.address), () => fn(caller, input));
+        })(),
+      );
+    };
   }
 
   /** Whose turn a password computation waits for: the organisation and the client address (or its backend). */

@@ -20,6 +20,13 @@ export interface SignInLimits {
   concurrencyPerClient: number;
   /** Dashboard sign-in, setup, passkey and link requests per client address and minute (counted in the database, across instances). */
   dashboardPerMinute: number;
+  /**
+   * How long a request refused by a per-address limit waits before its 429
+   * (jittered between half and all of it; 0: at once). Brute-force tools keep
+   * a fixed number of requests in flight and send the next when one is
+   * answered, so the delay bounds their rate, and the server's time goes to others.
+   */
+  refusalDelayMs: number;
 }
 
 export const defaultSignInLimits: SignInLimits = {
@@ -28,7 +35,37 @@ export const defaultSignInLimits: SignInLimits = {
   hashingQueuePerClient: 4,
   concurrencyPerClient: 4,
   dashboardPerMinute: 60,
+  refusalDelayMs: 1000,
 };
+
+/** The refusals of per-address limits: only a flooding client gets them. */
+const perAddressRefusals = new Set(["ip_rate_limited", "too_many_concurrent_sign_ins", "too_many_attempts"]);
+/** Refusals held back at once, at most (beyond, they are answered at once: holding them costs a socket each). */
+const maxHeldRefusals = 1000;
+
+/**
+ * Answers per-address refusals (429 ip_rate_limited, too_many_concurrent_sign_ins,
+ * too_many_attempts) after `refusalDelayMs`, jittered so that a flood's
+ * answers do not all come back at once. Any other outcome passes at once.
+ */
+export function createRefusalDelay(limits: Pick<SignInLimits, "refusalDelayMs">) {
+  let held = 0;
+  return async <T>(work: Promise<T>): Promise<T> => {
+    try {
+      return await work;
+    } catch (error) {
+      if (limits.refusalDelayMs > 0 && held < maxHeldRefusals && error instanceof DomainError && perAddressRefusals.has(error.reason)) {
+        held++;
+        try {
+          await new Promise((resolve) => setTimeout(resolve, limits.refusalDelayMs * (0.5 + Math.random() / 2)));
+        } finally {
+          held--;
+        }
+      }
+      throw error;
+    }
+  };
+}
 
 /** How many requests may wait per client address for each one in progress. */
 const waitingPerRunning = 4;
