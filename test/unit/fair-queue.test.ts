@@ -61,6 +61,16 @@ describe("the fair queue", () => {
     expect(queue.offer("flood-4", { organization: "a", client: "attacker" }, limits)).toEqual({ admitted: false });
   });
 
+  test("take passes over senders it is told to skip, and they keep their turn", () => {
+    const queue = new FairQueue<string>();
+    queue.offer("a1", { organization: "a", client: "busy" }, roomy);
+    queue.offer("b1", { organization: "b", client: "free" }, roomy);
+    queue.offer("a2", { organization: "a", client: "busy" }, roomy);
+    expect(queue.take((key) => key.client !== "busy")).toBe("b1");
+    expect(queue.take((key) => key.client !== "busy")).toBeUndefined();
+    expect(queue.take()).toBe("a1");
+  });
+
   test("the round survives lines that empty and come back", () => {
     const queue = new FairQueue<string>();
     queue.offer("a1", { organization: "a", client: "1" }, roomy);
