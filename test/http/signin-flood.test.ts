@@ -162,7 +162,10 @@ describe("a flood of unauthenticated sign-ins from one address, against a server
     for (const floodAddress of ["127.0.0.2", "127.0.0.12", "127.0.0.22"]) {
       const quietProber = probeHealth();
       const quietRound: number[] = [];
+      const quietBegan = performance.now();
       for (let i = 0; i < 5; i++) quietRound.push((await legitimateLogin()).ms);
+      // As many quiet probes as a flood gets (a p99 of a handful of probes is just their worst).
+      while (performance.now() - quietBegan < 2000) await new Promise((resolve) => setTimeout(resolve, 50));
       const quietRoundProbes = await quietProber.stop();
       quietProbes.push(...quietRoundProbes);
       quiet.push(...quietRound);
@@ -196,6 +199,7 @@ describe("a flood of unauthenticated sign-ins from one address, against a server
       roundHealth.push({ flood: percentile(roundProbes, 0.99), quiet: percentile(quietRoundProbes, 0.99) });
       rounds.push({
         quietLoginsMs: quietRound.map(Math.round),
+        healthzQuietP99Ms: Math.round(percentile(quietRoundProbes, 0.99) * 10) / 10,
         loginsDuringFloodMs: duringRound,
         healthzP99Ms: Math.round(percentile(roundProbes, 0.99) * 10) / 10,
         healthzMaxMs: Math.round(Math.max(...roundProbes) * 10) / 10,
