@@ -35,6 +35,7 @@ import { createErrorInterceptor, type ErrorLogger } from "./interceptors/errors.
 import { createPlantServer } from "./plants/plant-api.js";
 import { restRoutes } from "./rest/routes.js";
 import { createRestShim } from "./rest/shim.js";
+import { clientAddressOf } from "./server/client-address.js";
 import { createConnectDoor } from "./server/connect-door.js";
 import { createGrpcServer } from "./server/grpc-server.js";
 import { createGrpcWebDoor } from "./server/grpc-web-door.js";
@@ -111,7 +112,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     random,
     keyring,
     logger,
-    passwordHasher: createPasswordHasher(),
+    passwordHasher: createPasswordHasher({ admission: config.signIn }),
     changeFeed,
     credentialsChanged: () => credentialCache.changed(),
     onClose: (fn) => closers.push(fn),
@@ -176,7 +177,9 @@ export async function createApp(options: AppOptions): Promise<App> {
     ...createSdkRoutes(),
     ...dashboard.routes,
   ];
-  const peerOf = (req: IncomingMessage) => req.socket.remoteAddress;
+  // The client's address: the TCP peer's, or behind a trusted proxy (TRUSTED_PROXIES) the one it forwarded.
+  const clientOf = (req: IncomingMessage) =>
+    clientAddressOf(req.socket.remoteAddress, req.headers["x-forwarded-for"], config.trustedProxies);
   const platformHandler = createPlatformHandler({
     logger,
     observability,
@@ -185,7 +188,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     grpcWeb: createGrpcWebDoor({ pipeline, readMaxBytes }),
     procedures,
     extra,
-    clientAddress: peerOf,
+    clientAddress: clientOf,
   });
 
   let servers: (Server | Http2Server)[] = [];
@@ -223,7 +226,18 @@ export async function createApp(options: AppOptions): Promise<App> {
       );
       http.maxConnections = limits.maxConnections;
       http.maxHeadersCount = 100;
-      const grpc = trackSessions(createGrpcServer({ pipeline, procedures, observability, limits, readMaxBytes, logError }));
+      const grpc = trackSessions(
+        createGrpcServer({
+          pipeline,
+          procedures,
+          observability,
+          limits,
+          readMaxBytes,
+          logError,
+          // gRPC has no X-Forwarded-For: a trusted proxy in front of it is seen as the peer (per-peer limits apply to it).
+          clientAddress: (peer) => clientAddressOf(peer, undefined, config.trustedProxies),
+        }),
+      );
       const sample = createPlantServer(deps);
       servers = [http, grpc, sample];
       const ports = await Promise.all([

@@ -1,5 +1,7 @@
 import { resolve } from "node:path";
 import { DomainError } from "./domain/errors.js";
+import { defaultSignInLimits, type SignInLimits } from "./domain/identity/sign-in-limits.js";
+import { parseTrustedProxies, type TrustedProxies } from "./server/client-address.js";
 
 /** Everything Gatehouse reads from its environment, validated once at start. */
 export interface Config {
@@ -29,6 +31,10 @@ export interface Config {
    * change notification reaches it (0: read the database on every request).
    */
   credentialCacheMs: number;
+  /** Reverse proxies whose X-Forwarded-For names the client (TRUSTED_PROXIES; default none: the TCP peer is the client). */
+  trustedProxies: TrustedProxies;
+  /** Bounds on the work anyone can cause before authenticating (password hashing, sign-in attempts). */
+  signIn: SignInLimits;
 }
 
 /**
@@ -100,6 +106,22 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       description: "must be at least HTTP_HEADERS_TIMEOUT_MS (a request includes its headers)",
     });
   }
+  const trusted = parseTrustedProxies(env.TRUSTED_PROXIES);
+  for (const description of trusted.problems) problems.push({ field: "TRUSTED_PROXIES", description });
+  const signIn: SignInLimits = {
+    hashingQueueLimit: readInteger(env, "HASHING_QUEUE_LIMIT", defaultSignInLimits.hashingQueueLimit, 1, 100_000, problems),
+    hashingQueuePerClient: readInteger(env, "HASHING_QUEUE_PER_CLIENT", defaultSignInLimits.hashingQueuePerClient, 1, 100_000, problems),
+    concurrencyPerClient: readInteger(env, "SIGN_IN_CONCURRENCY_PER_CLIENT", defaultSignInLimits.concurrencyPerClient, 1, 10_000, problems),
+    dashboardPerMinute: readInteger(
+      env,
+      "DASHBOARD_SIGN_IN_LIMIT_PER_MINUTE",
+      defaultSignInLimits.dashboardPerMinute,
+      1,
+      1_000_000,
+      problems,
+    ),
+    refusalDelayMs: readInteger(env, "SIGN_IN_REFUSAL_DELAY_MS", defaultSignInLimits.refusalDelayMs, 0, 10_000, problems),
+  };
   const masterKeyBase64 = env.GATEHOUSE_MASTER_KEY?.trim() || undefined;
   if (masterKeyBase64 !== undefined && Buffer.from(masterKeyBase64, "base64").length !== 32) {
     problems.push({
@@ -124,6 +146,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     credentialCacheMs,
     transport,
     gateway,
+    trustedProxies: trusted.proxies,
+    signIn,
   };
 }
 

@@ -10,6 +10,7 @@ import { writeConnectError } from "../server/write-error.js";
 import type { Invitations } from "./invitations.js";
 import type { OperatorPasskeys } from "./operator-passkeys.js";
 import type { OperatorSessions, StartedSession } from "./operator-sessions.js";
+import type { OperatorSignInLinks } from "./operator-sign-in-links.js";
 import { checkSameOrigin } from "./request-guard.js";
 import {
   clearedPasskeyChallengeCookie,
@@ -24,6 +25,7 @@ export interface DashboardAuthRoutesDeps {
   sessions: OperatorSessions;
   passkeys: OperatorPasskeys;
   invitations: Pick<Invitations, "inspect" | "createAccount">;
+  links: OperatorSignInLinks;
   publicUrl: string;
   logError: ErrorLogger;
 }
@@ -37,6 +39,7 @@ type Action =
   | "invitation/inspect"
   | "invitation/create-account"
   | "sign-in"
+  | "sign-in/link"
   | "sign-out"
   | "passkey/begin"
   | "passkey/finish";
@@ -46,6 +49,7 @@ const actions = new Set<string>([
   "invitation/inspect",
   "invitation/create-account",
   "sign-in",
+  "sign-in/link",
   "sign-out",
   "passkey/begin",
   "passkey/finish",
@@ -66,6 +70,7 @@ const prefix = "/dashboard/auth/";
  *   invitation's address and accepts that invitation (an existing account signs in and
  *   calls DashboardService.AcceptInvitation instead)
  * - `POST /dashboard/auth/sign-in` `{email, password}` -> `{account_id, expires_at}` + session cookie
+ * - `POST /dashboard/auth/sign-in/link` `{token}` (of a one-time sign-in link) -> `{account_id, expires_at}` + session cookie
  * - `POST /dashboard/auth/passkey/begin` `{email?}` -> `{options, expires_at}` (PublicKeyCredentialRequestOptionsJSON)
  *   + a challenge cookie that binds the ceremony to this browser
  * - `POST /dashboard/auth/passkey/finish` `{credential}` (AuthenticationResponseJSON) with that cookie
@@ -73,7 +78,9 @@ const prefix = "/dashboard/auth/";
  * - `POST /dashboard/auth/sign-out` -> `{}` and the cookie removed
  *
  * Each needs JSON, the `X-Gatehouse-Dashboard: 1` header and an `Origin` of
- * PUBLIC_URL (no login CSRF); errors have the Connect JSON error body.
+ * PUBLIC_URL (no login CSRF); errors have the Connect JSON error body. Every
+ * one but sign-out runs under the per-client-address limits
+ * (OperatorSessions.guard), before any hashing.
  */
 export function createDashboardAuthRoute(deps: DashboardAuthRoutesDeps): ExtraRoute {
   const origin = new URL(deps.publicUrl).origin;
@@ -89,12 +96,14 @@ export function createDashboardAuthRoute(deps: DashboardAuthRoutesDeps): ExtraRo
       await deps.sessions.signOut(readSessionCookie(headerReader(req.headers).get("cookie"), deps.publicUrl));
       return answer(res, 200, {}, [clearedSessionCookie(deps.publicUrl)]);
     }
+    const clientAddress = headerReader(req.headers).get(peerAddressHeader) ?? undefined;
+    await deps.sessions.guard(clientAddress, () => signInStep(action, req, res, clientAddress));
+  }
+
+  async function signInStep(action: Action, req: IncomingMessage, res: ServerResponse, clientAddress: string | undefined): Promise<void> {
     const body = await readJson(req, action === "passkey/finish" ? ["credential"] : []);
     if (action === "passkey/begin") {
-      const begun = await deps.passkeys.beginSignIn({
-        email: text(body, "email"),
-        clientAddress: headerReader(req.headers).get(peerAddressHeader) ?? undefined,
-      });
+      const begun = await deps.passkeys.beginSignIn({ email: text(body, "email") });
       return answer(res, 200, { options: begun.options, expires_at: begun.expiresAt.toISOString() }, [
         passkeyChallengeCookie(begun.token, deps.publicUrl, ceremonyTtlSeconds),
       ]);
@@ -147,8 +156,10 @@ export function createDashboardAuthRoute(deps: DashboardAuthRoutesDeps): ExtraRo
         }
         throw error;
       }
+    } else if (action === "sign-in/link") {
+      started = await deps.links.signIn(deps.sessions, { token: text(body, "token") });
     } else {
-      started = await deps.sessions.signIn({ email: text(body, "email"), password: text(body, "password") });
+      started = await deps.sessions.signIn({ email: text(body, "email"), password: text(body, "password"), clientAddress });
     }
     const maxAge = deps.sessions.lifetimes.maxSeconds;
     const cookies = [sessionCookie(started.token, deps.publicUrl, maxAge)];
@@ -164,6 +175,8 @@ export function createDashboardAuthRoute(deps: DashboardAuthRoutesDeps): ExtraRo
       try {
         await run(action, req, res);
       } catch (error) {
+        // A request refused before its body was read (a limit): drain it, so the connection stays usable.
+        if (!req.complete) req.resume();
         const connectError = toConnectError(error, `dashboard/auth/${action}`, deps.logError);
         writeConnectError(res, connectError, restStatusOf(connectError), new Headers({ "cache-control": "no-store" }));
       }

@@ -11,6 +11,7 @@ import { createInvitations, type Invitations } from "./invitations.js";
 import { createMembers, type Members, type MembersTransactionStores } from "./members.js";
 import { createOperatorPasskeys, type OperatorPasskeys } from "./operator-passkeys.js";
 import { createOperatorSessions, type OperatorSessions, type SessionLifetimes } from "./operator-sessions.js";
+import { operatorSignInLinksOf, type OperatorSignInLinks } from "./operator-sign-in-links.js";
 import { createDashboardStaticRoute } from "./static-route.js";
 
 /** The server side of the dashboard: operator sessions, members, the cookie authenticator and its HTTP routes. */
@@ -18,6 +19,8 @@ export interface Dashboard {
   sessions: OperatorSessions;
   /** Operators' own passkeys and passkey sign-in. */
   passkeys: OperatorPasskeys;
+  /** One-time sign-in links (issued by an operator command, spent at /dashboard/auth/sign-in/link). */
+  links: OperatorSignInLinks;
   members: Members;
   /** Invitations of people to organisations, accepted with their one-time token. */
   invitations: Invitations;
@@ -42,13 +45,16 @@ export function createDashboard(
   const storeOf = (db: Parameters<typeof createDashboardStore>[0]) => createDashboardStore(db, database.provider);
   const store = storeOf(database.client);
   const tenancyStore = createTenancyStore(database.client);
-  const identityStore = createIdentityStore(database.client);
+  // The plain-SQL statements (sql.ts): sign-in's counters and failures are on its hot path.
+  const identityStore = createIdentityStore(database.client, database.sql);
   const hasher = options.hasher ?? createPasswordHasher();
   const sessions = createOperatorSessions({
     store,
     transaction: (fn) => database.transaction((tx) => fn(storeOf(tx))),
     findRole: (organizationId, accountId) => tenancyStore.findRole(organizationId, accountId),
     hitRateCounter: (key, windowStart) => identityStore.hitRateCounter(key, windowStart),
+    failures: identityStore,
+    signInLimits: deps.config.signIn,
     hasher,
     clock: deps.clock,
     random: deps.random,
@@ -61,12 +67,12 @@ export function createDashboard(
     store,
     transaction: (fn) => database.transaction((tx) => fn(storeOf(tx))),
     sessions,
-    hitRateCounter: (key, windowStart) => identityStore.hitRateCounter(key, windowStart),
     clock: deps.clock,
     random: deps.random,
     publicUrl: deps.config.publicUrl,
     onRefusal: (refusal) => deps.logger.info(refusal, "operator passkey response refused"),
   });
+  const links = operatorSignInLinksOf(database, { publicUrl: deps.config.publicUrl, clock: deps.clock, random: deps.random });
   const membersTransaction = <T>(fn: (stores: MembersTransactionStores) => Promise<T>) =>
     database.transaction((tx) => fn({ dashboard: storeOf(tx), tenancy: createTenancyStore(tx) }));
   const members = createMembers({ store, transaction: membersTransaction, clock: deps.clock });
@@ -82,11 +88,19 @@ export function createDashboard(
   return {
     sessions,
     passkeys,
+    links,
     members,
     invitations,
     authenticate: (header, organizationId) => sessions.authenticate(header, organizationId),
     routes: [
-      createDashboardAuthRoute({ sessions, passkeys, invitations, publicUrl: deps.config.publicUrl, logError: options.logError }),
+      createDashboardAuthRoute({
+        sessions,
+        passkeys,
+        invitations,
+        links,
+        publicUrl: deps.config.publicUrl,
+        logError: options.logError,
+      }),
       createDashboardStaticRoute(),
     ],
   };

@@ -4,7 +4,7 @@ import type { PublicKeyCredentialCreationOptionsJSON, PublicKeyCredentialRequest
 import { hashToken, newOpaqueToken, systemRandom, type RandomSource } from "../crypto/tokens.js";
 import type { Clock } from "../domain/clock.js";
 import { DomainError, invalidArgument, type Violation } from "../domain/errors.js";
-import { normalizeIdentifier, readUuid } from "../domain/identity/identifiers.js";
+import { invisibleCharacterProblem, normalizeIdentifier, readUuid } from "../domain/identity/identifiers.js";
 import { creationOptions, requestOptions } from "../domain/passkeys/passkey-options.js";
 import {
   ceremonyTtlSeconds,
@@ -26,9 +26,6 @@ import type { OperatorSessions, StartedSession } from "./operator-sessions.js";
 
 /** The most passkeys one operator account may hold (as for an identity). */
 export const maxOperatorPasskeys = maxPasskeysPerIdentity;
-
-/** Passkey sign-in begins per client address and minute (each stores a challenge). */
-const beginLimit = { attempts: 60, windowMs: 60_000 };
 
 const defaultPasskeyName = "Passkey";
 
@@ -58,8 +55,6 @@ export interface OperatorPasskeysDeps {
   /** Runs fn with a store bound to one transaction. */
   transaction<T>(fn: (store: DashboardStore) => Promise<T>): Promise<T>;
   sessions: Pick<OperatorSessions, "startVerified" | "purgeExpired">;
-  /** Adds a hit to a fixed-window counter shared by every instance; returns the window's count. */
-  hitRateCounter(key: string, windowStart: Date): Promise<number>;
   clock: Clock;
   random?: RandomSource;
   /** PUBLIC_URL: its host is the RP ID, its origin the only one accepted. */
@@ -235,27 +230,18 @@ export function createOperatorPasskeys(deps: OperatorPasskeysDeps) {
      * discoverable passkey may answer (WebAuthn "username-less" flow, empty
      * allowCredentials). With one, the options are the same (so they say
      * nothing about whether the address has an account or passkeys), but only
-     * a passkey of that address's account will be accepted at finish.
+     * a passkey of that address's account will be accepted at finish. The
+     * route runs it under the per-address limits (OperatorSessions.guard), as
+     * every sign-in; password failures do not touch it.
      */
-    async beginSignIn(input: { email?: string | undefined; clientAddress?: string | undefined }): Promise<BegunSignIn> {
+    async beginSignIn(input: { email?: string | undefined }): Promise<BegunSignIn> {
       const violations: Violation[] = [];
       const email = normalizeIdentifier(input.email ?? "");
+      const invisible = invisibleCharacterProblem(email);
       if (email.length > 254) violations.push({ field: "email", description: "must be at most 254 characters" });
+      else if (invisible) violations.push({ field: "email", description: invisible });
       assertValid(violations);
       const rp = relyingParty();
-      const now = deps.clock();
-      const windowStart = new Date(now.getTime() - (now.getTime() % beginLimit.windowMs));
-      const attempts = await deps.hitRateCounter(`dashboard-passkey-begin:${input.clientAddress ?? "unknown"}`, windowStart);
-      if (attempts > beginLimit.attempts) {
-        const seconds = Math.max(1, Math.ceil((windowStart.getTime() + beginLimit.windowMs - now.getTime()) / 1000));
-        throw new DomainError(
-          "resource_exhausted",
-          "too_many_attempts",
-          `too many passkey sign-ins from this address; try again in ${seconds} s`,
-          [],
-          seconds,
-        );
-      }
       let accountId: string | null = null;
       if (email !== "") {
         const account = await deps.store.findAccountByEmail(email);

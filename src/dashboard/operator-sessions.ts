@@ -2,11 +2,22 @@ import { randomUUID } from "node:crypto";
 import { hashToken, newOpaqueToken, systemRandom, type RandomSource } from "../crypto/tokens.js";
 import type { Clock } from "../domain/clock.js";
 import { DomainError, invalidArgument, type Violation } from "../domain/errors.js";
-import { normalizeIdentifier } from "../domain/identity/identifiers.js";
-import type { PasswordHasher } from "../domain/identity/password-hasher.js";
+import { invisibleCharacterProblem, normalizeIdentifier } from "../domain/identity/identifiers.js";
+import { createLimitsHousekeeping } from "../domain/identity/limits.js";
+import { createKeyedSerializer, identifierFailureLimit, lockoutRefusal, type LockoutPolicy } from "../domain/identity/lockout.js";
+import type { HashingClient, PasswordHasher } from "../domain/identity/password-hasher.js";
 import { checkNewPassword } from "../domain/identity/password-policy.js";
+import {
+  createRefusalDelay,
+  createSignInGate,
+  createWindowLimiter,
+  defaultSignInLimits,
+  type SignInLimits,
+} from "../domain/identity/sign-in-limits.js";
 import type { Principal } from "../interceptors/auth.js";
+import { clientBucketOf } from "../server/client-address.js";
 import type { DashboardStore, OperatorAccountRecord, OperatorSessionRecord } from "../storage/dashboard-store.js";
+import type { IdentityStore } from "../storage/identity-store.js";
 import type { Role } from "../storage/tenancy-store.js";
 import { checkSameOrigin, type HeaderReader } from "./request-guard.js";
 import { readSessionCookie } from "./session-cookie.js";
@@ -28,8 +39,15 @@ export const defaultSessionLifetimes: SessionLifetimes = { idleSeconds: 30 * 60,
 const touchResolutionMs = 60_000;
 /** Ended sessions and expired passkey challenges are deleted at most this often (per instance), on a write. */
 export const purgeEveryMs = 10 * 60_000;
-/** Sign-in attempts per e-mail address in a window, whatever their outcome. */
-const signInLimit = { attempts: 10, windowMs: 15 * 60_000 };
+/**
+ * The lockout rule of password sign-in (src/domain/identity/lockout.ts), as
+ * for end users: 5 failures within 15 minutes lock that e-mail address for
+ * that client address; from other addresses the e-mail address only waits
+ * growing delays. Passkeys and one-time sign-in links work whatever the failures.
+ */
+export const operatorLockout: LockoutPolicy = { threshold: 5, windowSeconds: 15 * 60 };
+/** Operators' failures are kept with end users' (LoginFailure) under this scope instead of an organisation. */
+export const operatorFailureScope = "dashboard";
 const maxDisplayName = 100;
 const maxEmail = 254;
 
@@ -43,6 +61,10 @@ export interface OperatorSessionsDeps {
   findRole(organizationId: string, accountId: string): Promise<Role | null>;
   /** Adds a hit to a fixed-window counter shared by every instance; returns the window's count. */
   hitRateCounter(key: string, windowStart: Date): Promise<number>;
+  /** Failed password sign-ins (shared by every instance), and their housekeeping. */
+  failures: Pick<IdentityStore, "recentLoginFailures" | "recordLoginFailure" | "prune">;
+  /** Bounds on unauthenticated work (default: defaultSignInLimits). */
+  signInLimits?: Pick<SignInLimits, "concurrencyPerClient" | "dashboardPerMinute" | "refusalDelayMs">;
   hasher: PasswordHasher;
   clock: Clock;
   random?: RandomSource;
@@ -68,10 +90,16 @@ function unauthenticated(reason: string, message: string): DomainError {
 
 const signInAgain = () => unauthenticated("dashboard_session_missing", "sign in to the dashboard first (no live dashboard session)");
 
-/** Reads an e-mail address of a form: NFKC, trimmed, lower-cased (as identifiers are), adding violations under `field`. */
+/**
+ * Reads an e-mail address of a form: NFKC, trimmed, lower-cased (as
+ * identifiers are), adding violations under `field`; control, format and
+ * invisible characters (identifiers.ts) are refused.
+ */
 export function readEmail(raw: string, field: string, violations: Violation[]): string {
   const email = normalizeIdentifier(raw);
+  const invisible = invisibleCharacterProblem(email);
   if (email.length === 0) violations.push({ field, description: "is required" });
+  else if (invisible) violations.push({ field, description: invisible });
   else if (email.length > maxEmail || !/^[^\s@]+@[^\s@]+\.[^\s@]+$/u.test(email)) {
     violations.push({ field, description: "must be an e-mail address such as ops@example.com" });
   } else if (email.endsWith(".invalid")) {
@@ -80,12 +108,13 @@ export function readEmail(raw: string, field: string, violations: Violation[]): 
   return email;
 }
 
-/** Reads a display name: trimmed, 1 to 100 characters. */
+/** Reads a display name: NFKC, trimmed, 1 to 100 characters, no control, format or invisible characters. */
 export function readDisplayName(raw: string, field: string, violations: Violation[]): string {
   const name = raw.normalize("NFKC").trim();
+  const invisible = invisibleCharacterProblem(name);
   if (name.length === 0) violations.push({ field, description: "is required" });
   else if ([...name].length > maxDisplayName) violations.push({ field, description: `must be at most ${maxDisplayName} characters` });
-  else if (/\p{Cc}/u.test(name)) violations.push({ field, description: "must not contain control characters" });
+  else if (invisible) violations.push({ field, description: invisible });
   return name;
 }
 
@@ -99,6 +128,31 @@ export function createOperatorSessions(deps: OperatorSessionsDeps) {
   const lifetimes = deps.lifetimes ?? defaultSessionLifetimes;
   const expectedOrigin = new URL(deps.publicUrl).origin;
   let lastPurge = Number.NEGATIVE_INFINITY;
+  const signInLimits = { ...defaultSignInLimits, ...deps.signInLimits };
+  const gate = createSignInGate(signInLimits);
+  const delayRefusal = createRefusalDelay(signInLimits);
+  /** Password sign-ins of one e-mail address run one at a time on this instance (each sees the failures before it). */
+  const oneAtATime = createKeyedSerializer();
+  const housekeeping = createLimitsHousekeeping({ store: deps.failures, onError: (error) => deps.onPurgeError?.(error) });
+
+  const windowLimiter = createWindowLimiter(deps.hitRateCounter);
+
+  /** The per-address limit of unauthenticated dashboard requests, counted in the database across instances. */
+  async function limitClient(bucket: string, counted: boolean): Promise<void> {
+    const key = `dashboard-auth:${bucket}`;
+    const seconds = counted
+      ? await windowLimiter.hit(key, deps.clock(), 60_000, signInLimits.dashboardPerMinute)
+      : windowLimiter.knownOver(key, deps.clock(), 60_000);
+    if (seconds !== null) {
+      throw new DomainError(
+        "resource_exhausted",
+        "too_many_attempts",
+        `too many sign-in requests from this address (${signInLimits.dashboardPerMinute} a minute); try again in ${seconds} s`,
+        [],
+        seconds,
+      );
+    }
+  }
 
   /**
    * Purge on write: sessions that have ended (expired, or idle past the idle
@@ -221,35 +275,73 @@ export function createOperatorSessions(deps: OperatorSessionsDeps) {
     },
 
     /**
-     * Password sign-in. An unknown e-mail and a wrong password answer the same
-     * 401 after the same work (a dummy hash is verified).
+     * Runs an unauthenticated dashboard request (sign-in, setup, passkey
+     * sign-in, sign-in link) of a client address: first a free slot of the
+     * address on this instance (else 429 at once), then the address's
+     * per-minute count across instances (else 429), both before any hashing.
      */
-    async signIn(input: { email: string; password: string }): Promise<StartedSession> {
+    guard<T>(clientAddress: string | undefined, fn: () => Promise<T>): Promise<T> {
+      const bucket = clientBucketOf(clientAddress);
+      // An address already over its minute is refused from memory, before it takes a slot.
+      return delayRefusal(
+        limitClient(bucket, false).then(() =>
+          gate.run(bucket, async () => {
+            await limitClient(bucket, true);
+            return fn();
+          }),
+        ),
+      );
+    },
+
+    /**
+     * Password sign-in. An unknown e-mail and a wrong password answer the same
+     * 401 after the same work (a dummy hash is verified). Failures count
+     * towards the lockout rule (operatorLockout): the e-mail address is locked
+     * for the client that failed, and waits growing delays from elsewhere;
+     * its passkeys and one-time links keep working.
+     */
+    async signIn(input: { email: string; password: string; clientAddress?: string | undefined }): Promise<StartedSession> {
       const violations: Violation[] = [];
       const email = normalizeIdentifier(input.email);
+      const invisible = invisibleCharacterProblem(email);
       if (email.length === 0) violations.push({ field: "email", description: "is required" });
+      else if (email.length > maxEmail) violations.push({ field: "email", description: `must be at most ${maxEmail} characters` });
+      else if (invisible) violations.push({ field: "email", description: invisible });
       if (input.password.length === 0) violations.push({ field: "password", description: "is required" });
       if (violations.length > 0) throw invalidArgument(violations);
-      const now = deps.clock();
-      const windowStart = new Date(now.getTime() - (now.getTime() % signInLimit.windowMs));
-      const attempts = await deps.hitRateCounter(`dashboard-sign-in:${hashToken(email)}`, windowStart);
-      if (attempts > signInLimit.attempts) {
-        const seconds = Math.max(1, Math.ceil((windowStart.getTime() + signInLimit.windowMs - now.getTime()) / 1000));
-        throw new DomainError(
-          "resource_exhausted",
-          "too_many_attempts",
-          `too many sign-in attempts for this e-mail address; try again in ${seconds} s`,
-          [],
-          seconds,
-        );
-      }
-      const account = await deps.store.findAccountByEmail(email);
-      const usable = account && account.kind === "person" && account.disabledAt === null ? account : null;
-      const check = await deps.hasher.verify(usable?.passwordHash ?? null, input.password);
-      if (!check.ok || !usable) throw unauthenticated("invalid_credentials", "the e-mail address or the password is wrong");
-      if (check.needsRehash) await deps.store.setPasswordHash(usable.id, await deps.hasher.hash(input.password));
+      const bucket = clientBucketOf(input.clientAddress);
+      const hashingClient: HashingClient = { organization: operatorFailureScope, client: bucket };
+      const usable = await oneAtATime(email, async () => {
+        const now = deps.clock();
+        const query = {
+          identifierHash: hashToken(email),
+          clientHash: hashToken(bucket),
+          since: new Date(now.getTime() - operatorLockout.windowSeconds * 1000 + 1),
+          threshold: operatorLockout.threshold,
+          identifierLimit: identifierFailureLimit(operatorLockout.threshold),
+        };
+        const failures = await deps.failures.recentLoginFailures(operatorFailureScope, query);
+        housekeeping(now.getTime());
+        const refusal = lockoutRefusal(operatorLockout, failures, now, "e-mail address");
+        if (refusal) throw refusal;
+        const account = await deps.store.findAccountByEmail(email);
+        const found = account && account.kind === "person" && account.disabledAt === null ? account : null;
+        const check = await deps.hasher.verify(found?.passwordHash ?? null, input.password, hashingClient);
+        if (!check.ok || !found) {
+          await deps.failures.recordLoginFailure({
+            id: randomUUID(),
+            organizationId: operatorFailureScope,
+            identifierHash: query.identifierHash,
+            clientHash: query.clientHash,
+            createdAt: deps.clock(),
+          });
+          throw unauthenticated("invalid_credentials", "the e-mail address or the password is wrong");
+        }
+        return { account: found, needsRehash: check.needsRehash };
+      });
+      if (usable.needsRehash) await deps.store.setPasswordHash(usable.account.id, await deps.hasher.hash(input.password, hashingClient));
       await purgeExpired();
-      return startSession(deps.store, usable.id);
+      return startSession(deps.store, usable.account.id);
     },
 
     /** Ends the session of a cookie value (nothing to do when there is none). */

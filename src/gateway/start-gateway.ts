@@ -58,7 +58,10 @@ export async function startGateway(settings: GatewaySettings, logger: Logger): P
         gateway.apply(state);
       } catch (error) {
         // The state served so far stays: a document that cannot compile never half-applies.
-        logger.error({ err: error, revision: state.revision }, "gateway could not apply a configuration revision; serving the previous one");
+        logger.error(
+          { err: error, revision: state.revision },
+          "gateway could not apply a configuration revision; serving the previous one",
+        );
       }
     },
   });

@@ -88,6 +88,7 @@ export function identityFor(deps: IdentityDeps): Identity {
       random: deps.random,
       publicUrl: deps.config.publicUrl,
       onError,
+      signInLimits: deps.config.signIn,
     });
     built.set(deps, identity);
   }

@@ -36,12 +36,13 @@ export interface PlatformHandlerDeps {
 
 /**
  * Request header through which handlers learn the client's address (per-IP
- * limits). The server sets it on every request and drops any value a client
- * sent, so it cannot be forged.
+ * limits): the socket's, or behind a trusted proxy the one it forwarded
+ * (client-address.ts). The server sets it on every request and drops any
+ * value a client sent, so it cannot be forged.
  */
 export const peerAddressHeader = "x-gatehouse-peer";
 
-/** Replaces any client-sent peer header with the given address. */
+/** Replaces any client-sent peer header with the client's address (the socket's, or a trusted proxy's X-Forwarded-For). */
 export function stampPeerAddress(req: { headers: Record<string, string | string[] | undefined> }, address: string | undefined): void {
   // Only when sent: deleting a property that is not there still costs the object its fast layout.
   if (req.headers[peerAddressHeader] !== undefined) delete req.headers[peerAddressHeader];

@@ -29,21 +29,30 @@ export interface IdentityRecord {
   createdAt: Date;
 }
 
-/** Which failed logins to look at: of one identifier, since a time, up to a threshold. */
+/**
+ * Which failed logins to look at: of one identifier since a time, the newest
+ * `threshold` from one client and the newest `identifierLimit` from any.
+ */
 export interface FailureQuery {
   identifierHash: string;
+  /** Hash of the client address's bucket (clientBucketOf). */
+  clientHash: string;
   since: Date;
   threshold: number;
+  identifierLimit: number;
+}
+
+/** Failures since the query's `since`, newest first: from the query's client, and from any client. */
+export interface RecentFailures {
+  pair: Date[];
+  identifier: Date[];
 }
 
 export interface LoginContext {
   settings: IdentitySettingsRecord | null;
   identityId: string | null;
   hash: string | null;
-  /** Failures since `since`, counted up to `threshold`. */
-  recentFailures: number;
-  /** The threshold-th newest failure since `since`, when there are that many. */
-  thresholdFailureAt: Date | null;
+  failures: RecentFailures;
 }
 
 export type SessionMethod = "password" | "passkey" | "magic_link";
@@ -170,10 +179,20 @@ export interface IdentityStore {
   /** The latest expiry of any session of the organisation (null: none). */
   latestSessionExpiry(organizationId: string): Promise<Date | null>;
 
-  /** Records one failed password login; identifierHash hides what was typed. */
-  recordLoginFailure(failure: { id: string; organizationId: string; identifierHash: string; createdAt: Date }): Promise<void>;
-  /** createdAt of the failures since `since`, newest first, at most `limit`. */
-  recentLoginFailures(organizationId: string, identifierHash: string, since: Date, limit: number): Promise<Date[]>;
+  /**
+   * Records one failed password login; identifierHash hides what was typed,
+   * clientHash the address. `organizationId` is the organisation of an
+   * end user's identifier, or `dashboard` for an operator's e-mail address.
+   */
+  recordLoginFailure(failure: {
+    id: string;
+    organizationId: string;
+    identifierHash: string;
+    clientHash: string;
+    createdAt: Date;
+  }): Promise<void>;
+  /** The failures a login looks at (see FailureQuery). */
+  recentLoginFailures(organizationId: string, failures: FailureQuery): Promise<RecentFailures>;
   clearLoginFailures(organizationId: string, identifierHash: string): Promise<void>;
 
   /** Adds one hit to a fixed-window counter and returns the window's count (atomic across instances). */
@@ -202,6 +221,20 @@ type NullableSettingsRow = { [K in keyof SettingsRow]: SettingsRow[K] | null };
 
 function toSettings(row: { origins: string | null } & Omit<IdentitySettingsRecord, "origins">): IdentitySettingsRecord {
   return { ...row, origins: row.origins === null ? null : (JSON.parse(row.origins) as string[]) };
+}
+
+/** Failure rows (kind `pair` or `any`, or none) as the two lists, newest first. */
+function toRecentFailures(rows: { kind: string | null; createdAt: Date | string | null }[]): RecentFailures {
+  const failures: RecentFailures = { pair: [], identifier: [] };
+  for (const { kind, createdAt } of rows) {
+    if (kind === null || createdAt === null) continue;
+    // SQLite may hand a derived table's column back as the stored text.
+    const at = createdAt instanceof Date ? createdAt : new Date(createdAt);
+    (kind === "pair" ? failures.pair : failures.identifier).push(at);
+  }
+  failures.pair.sort((a, b) => b.getTime() - a.getTime());
+  failures.identifier.sort((a, b) => b.getTime() - a.getTime());
+  return failures;
 }
 
 function toSession(row: { method: string } & Omit<SessionRecord, "method">): SessionRecord {
@@ -274,49 +307,47 @@ export function createIdentityStore(db: Db | Tx, sql?: Sql): IdentityStore {
       return row?.hash ?? null;
     },
     async findLoginContext(organizationId, identifier, failures) {
-      // One row per recent failure (the `threshold` newest at most), or one
-      // row when there is none, each with the settings, the identity and its
-      // hash. A LIMITed join reads the failures once, where a count and an
-      // OFFSET subquery read them twice and return two more values to map.
+      // One row per recent failure (at most `threshold` from this client and
+      // `identifierLimit` from any), or one row when there is none, each with
+      // the settings, the identity and its hash: one round trip for everything
+      // a login decides on.
       const rows = await raw.query<
         (NullableSettingsRow & {
           settingsOrganizationId: string | null;
           identityId: string | null;
           hash: string | null;
+          failureKind: string | null;
           failedAt: Date | string | null;
         })[]
       >`
         SELECT s."organizationId" AS "settingsOrganizationId",
                s."passkeys", s."magicLinks", s."password", s."rpId", s."origins", s."sessionTtlSeconds", s."magicLinkTtlSeconds",
                s."lockoutThreshold", s."lockoutWindowSeconds", s."ipLimitPerMinute", s."magicLinkLimitPerHour", s."updatedAt",
-               i."id" AS "identityId", p."hash" AS "hash", f."createdAt" AS "failedAt"
+               i."id" AS "identityId", p."hash" AS "hash", f."kind" AS "failureKind", f."createdAt" AS "failedAt"
         FROM (SELECT 1 AS "anchor") AS "anchor"
         LEFT JOIN "IdentitySettings" s ON s."organizationId" = ${organizationId}
         LEFT JOIN "Identity" i ON i."organizationId" = ${organizationId} AND i."identifier" = ${identifier}
         LEFT JOIN "PasswordCredential" p ON p."identityId" = i."id" AND p."organizationId" = i."organizationId"
         LEFT JOIN (
-          SELECT "createdAt" FROM "LoginFailure"
-          WHERE "organizationId" = ${organizationId} AND "identifier" = ${failures.identifierHash} AND "createdAt" >= ${failures.since}
-          ORDER BY "createdAt" DESC LIMIT ${failures.threshold}) AS f ON 1 = 1`;
+          SELECT 'pair' AS "kind", "createdAt" FROM (
+            SELECT "createdAt" FROM "LoginFailure"
+            WHERE "organizationId" = ${organizationId} AND "identifier" = ${failures.identifierHash}
+              AND "client" = ${failures.clientHash} AND "createdAt" >= ${failures.since}
+            ORDER BY "createdAt" DESC LIMIT ${failures.threshold}) AS "fromClient"
+          UNION ALL
+          SELECT 'any' AS "kind", "createdAt" FROM (
+            SELECT "createdAt" FROM "LoginFailure"
+            WHERE "organizationId" = ${organizationId} AND "identifier" = ${failures.identifierHash} AND "createdAt" >= ${failures.since}
+            ORDER BY "createdAt" DESC LIMIT ${failures.identifierLimit}) AS "fromAnywhere"
+        ) AS f ON 1 = 1`;
       const row = rows[0];
-      if (!row) return { settings: null, identityId: null, hash: null, recentFailures: 0, thresholdFailureAt: null };
-      const { settingsOrganizationId, identityId, hash, failedAt: _failedAt, ...settings } = row;
-      let recentFailures = 0;
-      let oldest: number | null = null;
-      for (const { failedAt } of rows) {
-        if (failedAt === null) continue;
-        recentFailures++;
-        // SQLite may hand a derived table's column back as the stored text.
-        const at = (failedAt instanceof Date ? failedAt : new Date(failedAt)).getTime();
-        if (oldest === null || at < oldest) oldest = at;
-      }
+      if (!row) return { settings: null, identityId: null, hash: null, failures: { pair: [], identifier: [] } };
+      const { settingsOrganizationId, identityId, hash, failureKind: _kind, failedAt: _failedAt, ...settings } = row;
       return {
         settings: settingsOrganizationId === null ? null : toSettings(settings as SettingsRow),
         identityId,
         hash,
-        recentFailures,
-        // The rows are the `threshold` newest failures: with that many, the oldest of them is the threshold-th.
-        thresholdFailureAt: recentFailures >= failures.threshold && oldest !== null ? new Date(oldest) : null,
+        failures: toRecentFailures(rows.map((r) => ({ kind: r.failureKind, createdAt: r.failedAt }))),
       };
     },
     async savePasswordHash(organizationId, identityId, hash, at) {
@@ -431,15 +462,22 @@ export function createIdentityStore(db: Db | Tx, sql?: Sql): IdentityStore {
 
     async recordLoginFailure(failure) {
       await raw.execute`
-        INSERT INTO "LoginFailure" ("id", "organizationId", "identifier", "createdAt")
-        VALUES (${failure.id}, ${failure.organizationId}, ${failure.identifierHash}, ${failure.createdAt})`;
+        INSERT INTO "LoginFailure" ("id", "organizationId", "identifier", "client", "createdAt")
+        VALUES (${failure.id}, ${failure.organizationId}, ${failure.identifierHash}, ${failure.clientHash}, ${failure.createdAt})`;
     },
-    async recentLoginFailures(organizationId, identifierHash, since, limit) {
-      const rows = await raw.query<{ createdAt: Date }[]>`
-        SELECT "createdAt" FROM "LoginFailure"
-        WHERE "organizationId" = ${organizationId} AND "identifier" = ${identifierHash} AND "createdAt" >= ${since}
-        ORDER BY "createdAt" DESC LIMIT ${limit}`;
-      return rows.map((row) => row.createdAt);
+    async recentLoginFailures(organizationId, failures) {
+      const rows = await raw.query<{ kind: string; createdAt: Date | string }[]>`
+        SELECT 'pair' AS "kind", "createdAt" FROM (
+          SELECT "createdAt" FROM "LoginFailure"
+          WHERE "organizationId" = ${organizationId} AND "identifier" = ${failures.identifierHash}
+            AND "client" = ${failures.clientHash} AND "createdAt" >= ${failures.since}
+          ORDER BY "createdAt" DESC LIMIT ${failures.threshold}) AS "fromClient"
+        UNION ALL
+        SELECT 'any' AS "kind", "createdAt" FROM (
+          SELECT "createdAt" FROM "LoginFailure"
+          WHERE "organizationId" = ${organizationId} AND "identifier" = ${failures.identifierHash} AND "createdAt" >= ${failures.since}
+          ORDER BY "createdAt" DESC LIMIT ${failures.identifierLimit}) AS "fromAnywhere"`;
+      return toRecentFailures(rows);
     },
     async clearLoginFailures(organizationId, identifierHash) {
       await db.loginFailure.deleteMany({ where: { organizationId, identifier: identifierHash } });

@@ -178,9 +178,10 @@ describe("operator sign-in, sign-out and session lifetime", () => {
     expect(((await response.json()) as ErrorBody).message).toContain("idle");
   });
 
-  test("after 10 sign-in attempts for one e-mail address in 15 minutes, the next gets 429 with Retry-After", async () => {
+  test("after 5 failed sign-ins for one e-mail address from one client in 15 minutes, that client gets 429 with Retry-After", async () => {
+    // The rest of the rule (other addresses, passkeys, sign-in links) is in lockout.test.ts.
     const target = "locked@example.com";
-    for (let i = 0; i < 10; i++) {
+    for (let i = 0; i < 5; i++) {
       expect((await postDashboardAuth(server, "sign-in", { email: target, password: "wrong password" })).status).toBe(401);
     }
     const refused = await postDashboardAuth(server, "sign-in", { email: target, password: "wrong password" });

@@ -196,7 +196,13 @@ describe("If-Match uses strong comparison (RFC 9110 13.1.1)", () => {
       body: "version: 1\n",
       bearer: server.credentials.api_key,
     });
-  const current = async () => Number(((await server.call(`/organization/${org}/config`, { bearer: server.credentials.api_key })).headers.get("etag") ?? "").replace(/"/g, ""));
+  const current = async () =>
+    Number(
+      ((await server.call(`/organization/${org}/config`, { bearer: server.credentials.api_key })).headers.get("etag") ?? "").replace(
+        /"/g,
+        "",
+      ),
+    );
 
   test('a weak tag W/"<current>" never matches: 412', async () => {
     const response = await put(`W/"${await current()}"`);

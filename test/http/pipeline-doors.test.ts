@@ -111,7 +111,13 @@ const cases: Case[] = [
     name: "an encoding the platform does not decode",
     request: () => ({ ...getConfig(), bearer: server.credentials.api_key, encoding: "compress" }),
     // REST reads no body on GET: the request is served.
-    code: { connect_json: "invalid_argument", connect_binary: "invalid_argument", grpc_web: "invalid_argument", grpc: "invalid_argument", rest: "ok" },
+    code: {
+      connect_json: "invalid_argument",
+      connect_binary: "invalid_argument",
+      grpc_web: "invalid_argument",
+      grpc: "invalid_argument",
+      rest: "ok",
+    },
   },
   {
     name: "a malformed body holding a password",

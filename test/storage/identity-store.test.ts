@@ -114,39 +114,55 @@ describeStorage("identity store", (target) => {
         const ofA = await identity(a, "ctx@example.com");
         await store().savePasswordHash(a, ofA.id, "hash-a", at(0));
         await store().saveSettings(a, { password: true }, at(0));
-        for (const second of [10, 20, 30]) {
-          await store().recordLoginFailure({ id: randomUUID(), organizationId: a, identifierHash: "h-ctx", createdAt: at(second) });
-        }
-        await store().recordLoginFailure({ id: randomUUID(), organizationId: b, identifierHash: "h-ctx", createdAt: at(25) });
+        const failure = (organizationId: string, clientHash: string, second: number) =>
+          store().recordLoginFailure({ id: randomUUID(), organizationId, identifierHash: "h-ctx", clientHash, createdAt: at(second) });
+        for (const second of [10, 20, 30]) await failure(a, "client-1", second);
+        await failure(a, "client-2", 25);
+        await failure(b, "client-1", 25);
+        const query = (since: number, threshold: number, identifierLimit: number) => ({
+          identifierHash: "h-ctx",
+          clientHash: "client-1",
+          since: at(since),
+          threshold,
+          identifierLimit,
+        });
 
-        const context = await store().findLoginContext(a, "ctx@example.com", { identifierHash: "h-ctx", since: at(15), threshold: 5 });
-        expect(context).toMatchObject({ identityId: ofA.id, hash: "hash-a", recentFailures: 2, thresholdFailureAt: null });
+        const context = await store().findLoginContext(a, "ctx@example.com", query(15, 5, 10));
+        expect(context).toMatchObject({ identityId: ofA.id, hash: "hash-a" });
         expect(context.settings?.password).toBe(true);
+        // From this client: newest first; from any client of this organisation: newest first.
+        expect(context.failures).toEqual({ pair: [at(30), at(20)], identifier: [at(30), at(25), at(20)] });
 
-        const atThreshold = await store().findLoginContext(a, "ctx@example.com", { identifierHash: "h-ctx", since: at(0), threshold: 2 });
-        expect(atThreshold).toMatchObject({ recentFailures: 2, thresholdFailureAt: at(20) });
+        const limited = await store().findLoginContext(a, "ctx@example.com", query(0, 2, 2));
+        expect(limited.failures).toEqual({ pair: [at(30), at(20)], identifier: [at(30), at(25)] });
 
-        expect(await store().findLoginContext(b, "ctx@example.com", { identifierHash: "h-ctx", since: at(0), threshold: 5 })).toEqual({
+        expect(await store().findLoginContext(b, "ctx@example.com", query(0, 5, 10))).toEqual({
           settings: null,
           identityId: null,
           hash: null,
-          recentFailures: 1,
-          thresholdFailureAt: null,
+          failures: { pair: [at(25)], identifier: [at(25)] },
         });
       });
 
-      test("recent failures come newest first, at most the limit, and clearing is per organisation", async () => {
+      test("recent failures are the organisation's own, and clearing is per organisation", async () => {
         const a = await target.organization();
         const b = await target.organization();
         for (const second of [5, 15, 10]) {
-          await store().recordLoginFailure({ id: randomUUID(), organizationId: a, identifierHash: "h", createdAt: at(second) });
+          await store().recordLoginFailure({
+            id: randomUUID(),
+            organizationId: a,
+            identifierHash: "h",
+            clientHash: "c",
+            createdAt: at(second),
+          });
         }
-        await store().recordLoginFailure({ id: randomUUID(), organizationId: b, identifierHash: "h", createdAt: at(12) });
-        expect(await store().recentLoginFailures(a, "h", at(0), 2)).toEqual([at(15), at(10)]);
-        expect(await store().recentLoginFailures(a, "h", at(11), 10)).toEqual([at(15)]);
+        await store().recordLoginFailure({ id: randomUUID(), organizationId: b, identifierHash: "h", clientHash: "c", createdAt: at(12) });
+        const query = { identifierHash: "h", clientHash: "c", since: at(0), threshold: 10, identifierLimit: 10 };
+        expect((await store().recentLoginFailures(a, query)).pair).toEqual([at(15), at(10), at(5)]);
+        expect((await store().recentLoginFailures(a, { ...query, since: at(11) })).identifier).toEqual([at(15)]);
         await store().clearLoginFailures(b, "h");
-        expect(await store().recentLoginFailures(a, "h", at(0), 10)).toHaveLength(3);
-        expect(await store().recentLoginFailures(b, "h", at(0), 10)).toEqual([]);
+        expect((await store().recentLoginFailures(a, query)).pair).toHaveLength(3);
+        expect(await store().recentLoginFailures(b, query)).toEqual({ pair: [], identifier: [] });
       });
     });
 

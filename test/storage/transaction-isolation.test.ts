@@ -130,6 +130,7 @@ describeStorage("transaction isolation", (target) => {
               id: `tx-${i}-${a}`,
               organizationId: a,
               identifierHash: "mix",
+              clientHash: "client",
               createdAt: at(i),
             });
             await new Promise((resolve) => setTimeout(resolve, 2));
@@ -154,7 +155,15 @@ describeStorage("transaction isolation", (target) => {
     await Promise.all(work);
     expect(await target.db.client.identitySession.count({ where: { organizationId: a } })).toBe(30);
     expect(
-      (await outside().recentLoginFailures(a, "mix", at(0), 100))
+      (
+        await outside().recentLoginFailures(a, {
+          identifierHash: "mix",
+          clientHash: "client",
+          since: at(0),
+          threshold: 100,
+          identifierLimit: 100,
+        })
+      ).pair
         .map((d) => d.getTime() / 1000 - at(0).getTime() / 1000)
         .sort((x, y) => x - y),
     ).toEqual(Array.from({ length: 15 }, (_, n) => 2 * n + 1));

@@ -70,3 +70,38 @@ describe("off the event loop", () => {
     expect([...niceness.values()].filter((nice) => nice === Math.min(19, own + 10)).length).toBeGreaterThanOrEqual(1);
   });
 });
+
+describe("fair and bounded", () => {
+  const hasher = createPasswordHasher({ parameters: light, admission: { hashingQueueLimit: 1000, hashingQueuePerClient: 1000 } });
+
+  test("another client's check is served before a burst that was queued first", async () => {
+    // Two clients at once start two threads (a thread takes tens of ms to start; light hashes take one).
+    await Promise.all([
+      hasher.hash(password, { organization: "w", client: "192.0.2.3" }),
+      hasher.hash(password, { organization: "w", client: "192.0.2.4" }),
+    ]);
+    const finished: string[] = [];
+    const burst = Array.from({ length: 40 }, (_, i) =>
+      hasher.hash(password, { organization: "a", client: "192.0.2.1" }).then(() => finished.push(`burst-${i}`)),
+    );
+    const other = hasher.hash(password, { organization: "b", client: "192.0.2.2" }).then(() => finished.push("other"));
+    await Promise.all([...burst, other]);
+    // In arrival order it would finish last; served fairly, it starts at once (finishing among the first few, as threads answer).
+    expect(finished.indexOf("other")).toBeLessThan(20);
+  });
+
+  test("past the queue's bounds a check is refused with resource_exhausted hashing_busy and Retry-After", async () => {
+    const small = createPasswordHasher({ parameters: owaspArgon2id, admission: { hashingQueueLimit: 2, hashingQueuePerClient: 1 } });
+    const outcomes = await Promise.all(
+      Array.from({ length: 12 }, () =>
+        small.hash(password, { organization: "a", client: "192.0.2.9" }).then(
+          () => "hashed",
+          (error: { reason?: string; retryAfterSeconds?: number }) =>
+            `${error.reason} ${error.retryAfterSeconds !== undefined && error.retryAfterSeconds >= 1}`,
+        ),
+      ),
+    );
+    expect(outcomes).toContain("hashed");
+    expect(outcomes).toContain("hashing_busy true");
+  });
+});

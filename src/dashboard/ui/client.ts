@@ -80,6 +80,7 @@ export async function postAuth<T>(
     | "invitation/inspect"
     | "invitation/create-account"
     | "sign-in"
+    | "sign-in/link"
     | "sign-out"
     | "passkey/begin"
     | "passkey/finish",

@@ -1,12 +1,28 @@
 import type { Options } from "@node-rs/argon2";
 import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
+import { DomainError } from "../errors.js";
+import { FairQueue, type FairKey, type FairQueueLimits } from "./fair-queue.js";
 
 /** One argon2id computation for a hashing thread. */
 export type HashingJob = { kind: "hash"; password: string; options: Options } | { kind: "verify"; stored: string; password: string };
 
+/**
+ * Who asks for a computation and how much waiting the asker allows: the
+ * (organisation, client address) it is queued under, the process-wide bound on
+ * waiting computations and the bound per (organisation, client).
+ */
+export interface HashingAdmission {
+  key: FairKey;
+  limits: FairQueueLimits;
+}
+
 interface Queued {
   job: HashingJob;
+  /** The fairness key as one string, for counting who has work in the pool. */
+  sender: string;
+  /** The client address it runs for (see threadsPerClient). */
+  client: string;
   resolve(value: string | boolean): void;
   reject(error: Error): void;
 }
@@ -16,15 +32,21 @@ interface HashingThread {
   /** Jobs handed to the thread, oldest (the one it is computing) first; it answers in order. */
   inFlight: Queued[];
   idleTimer: NodeJS.Timeout | null;
+  /** When the job it computes now was (about) started. */
+  startedAt: number | null;
 }
 
 /**
- * Jobs a busy thread may hold: the one it computes and the next. The next is
+ * Jobs a busy thread may hold: the one it computes and the next, while only
+ * one sender has work in the pool. The next is
  * already in the thread's message queue when the current one ends, so the
  * thread starts it at once instead of idling until the event loop has read the
  * answer and posted more work (under load the event loop is busy, and that wait
  * was time the core spent on neither). Jobs are of nearly equal cost, so
- * holding one more per thread delays none behind a long one.
+ * holding one more per thread delays none behind a long one. While several
+ * senders have work, a thread holds one job only: a job handed to a thread
+ * can no longer be reordered, so holding a second would make a newcomer wait
+ * for it however fair the queue is.
  */
 export const hashingDepth = 2;
 
@@ -70,8 +92,56 @@ parentPort.on("message", (job) => {
 
 const binding = createRequire(import.meta.url).resolve("@node-rs/argon2");
 const threads: HashingThread[] = [];
-const queue: Queued[] = [];
+const queue = new FairQueue<Queued>();
+/** Jobs queued or on a thread, per sender. */
+const senders = new Map<string, number>();
 let capacity = 1;
+/** Jobs handed to threads since the process started. */
+let computations = 0;
+/** A moving average of how long a job takes on a thread, for Retry-After. */
+let averageJobMs = 25;
+const defaultAdmission: HashingAdmission = {
+  key: { organization: "-", client: "-" },
+  limits: { total: Number.POSITIVE_INFINITY, perClient: Number.POSITIVE_INFINITY },
+};
+
+function depthAllowed(): number {
+  return senders.size <= 1 ? hashingDepth : 1;
+}
+
+/**
+ * How many threads one client address may keep busy: all but one. Jobs are
+ * not preemptible, so a client that held every thread would make anyone else
+ * wait for one of its jobs to end; with one thread kept from it, someone else's
+ * first job starts at once. The price: a single address alone (a big office
+ * behind one NAT, one backend) gets one core fewer for its passwords.
+ */
+function threadsPerClient(): number {
+  return Math.max(1, capacity - 1);
+}
+
+/** The client address of a fairness key; callers without one count per organisation. */
+function clientOf(key: FairKey): string {
+  return key.client === "-" || key.client === "backend" ? `${key.organization}\n${key.client}` : key.client;
+}
+
+function busy(): DomainError {
+  // The time the queue ahead takes on the threads there are, at least a second.
+  const seconds = Math.max(1, Math.ceil(((queue.size + 1) * averageJobMs) / Math.max(1, threads.length) / 1000));
+  return new DomainError(
+    "resource_exhausted",
+    "hashing_busy",
+    `the server is checking too many passwords at the moment; try again in ${seconds} s`,
+    [],
+    seconds,
+  );
+}
+
+function settle(queued: Queued): void {
+  const left = (senders.get(queued.sender) ?? 1) - 1;
+  if (left <= 0) senders.delete(queued.sender);
+  else senders.set(queued.sender, left);
+}
 
 /**
  * The threads that run argon2id, shared by every hasher of the process (as the
@@ -85,31 +155,57 @@ export const hashingThreads = {
     capacity = Math.max(capacity, count);
   },
 
-  run(job: HashingJob): Promise<string | boolean> {
+  /**
+   * Runs a job, or queues it fairly (round-robin over organisations and their
+   * clients) when every thread is busy. Past the asker's bounds the job is
+   * refused at once with resource_exhausted (hashing_busy, with Retry-After);
+   * a full queue may push out the newest job of its heaviest sender instead.
+   */
+  run(job: HashingJob, admission: HashingAdmission = defaultAdmission): Promise<string | boolean> {
     return new Promise((resolve, reject) => {
-      const queued: Queued = { job, resolve, reject };
-      const idle = threads.find((thread) => thread.inFlight.length === 0);
-      if (idle) return assign(idle, queued);
-      if (threads.length < capacity) return assign(startThread(), queued);
-      let least: HashingThread | undefined;
-      for (const thread of threads) if (!least || thread.inFlight.length < least.inFlight.length) least = thread;
-      if (least && least.inFlight.length < hashingDepth) assign(least, queued);
-      else queue.push(queued);
+      const sender = `${admission.key.organization}\n${admission.key.client}`;
+      const queued: Queued = { job, sender, client: clientOf(admission.key), resolve, reject };
+      const offered = queue.offer(queued, admission.key, admission.limits);
+      if (!offered.admitted) {
+        reject(busy());
+        return;
+      }
+      senders.set(sender, (senders.get(sender) ?? 0) + 1);
+      if (offered.evicted) {
+        settle(offered.evicted);
+        offered.evicted.reject(busy());
+      }
+      pump();
     });
+  },
+
+  /** Jobs waiting for a thread (for tests and metrics). */
+  get waiting(): number {
+    return queue.size;
+  },
+
+  /** Jobs handed to threads since the process started (for tests and metrics). */
+  get computations(): number {
+    return computations;
   },
 };
 
 function startThread(): HashingThread {
   const worker = new Worker(threadSource, { eval: true, workerData: { binding, niceness: hashingNiceness } });
-  const thread: HashingThread = { worker, inFlight: [], idleTimer: null };
+  const thread: HashingThread = { worker, inFlight: [], idleTimer: null, startedAt: null };
   threads.push(thread);
   worker.on("message", (answer: { value?: string | boolean; error?: string }) => {
     const done = thread.inFlight.shift();
     if (done) {
+      settle(done);
+      const took = performance.now() - (thread.startedAt ?? performance.now());
+      averageJobMs += (took - averageJobMs) / 8;
       if (answer.error !== undefined) done.reject(new Error(answer.error));
       else done.resolve(answer.value as string | boolean);
     }
-    next(thread);
+    thread.startedAt = thread.inFlight.length > 0 ? performance.now() : null;
+    pump();
+    if (thread.inFlight.length === 0) idle(thread);
   });
   const lost = (error: Error) => {
     const index = threads.indexOf(thread);
@@ -117,10 +213,12 @@ function startThread(): HashingThread {
     threads.splice(index, 1);
     if (thread.idleTimer) clearTimeout(thread.idleTimer);
     const unanswered = thread.inFlight.splice(0);
-    for (const job of unanswered) job.reject(error);
+    for (const job of unanswered) {
+      settle(job);
+      job.reject(error);
+    }
     // Whatever waits gets a new thread.
-    const waiting = queue.shift();
-    if (waiting) assign(startThread(), waiting);
+    pump();
   };
   worker.on("error", lost);
   worker.on("exit", (code) => lost(new Error(`the hashing thread stopped (exit code ${code})`)));
@@ -133,18 +231,55 @@ function assign(thread: HashingThread, queued: Queued): void {
     thread.idleTimer = null;
   }
   thread.inFlight.push(queued);
+  computations++;
+  if (thread.inFlight.length === 1) thread.startedAt = performance.now();
   // A thread at work keeps the process alive until its answer arrives; an idle one does not.
   thread.worker.ref();
   thread.worker.postMessage(queued.job);
 }
 
-function next(thread: HashingThread): void {
-  const waiting = queue.shift();
-  if (waiting) {
-    assign(thread, waiting);
-    return;
+/** How many threads hold a job of this client address. */
+function threadsOf(client: string): number {
+  let count = 0;
+  for (const thread of threads) if (thread.inFlight.some((queued) => queued.client === client)) count++;
+  return count;
+}
+
+/**
+ * Hands waiting jobs to threads in the queue's fair order: to an idle thread
+ * (or a new one, up to the capacity), passing over client addresses that
+ * already keep threadsPerClient threads busy; and, while a single sender has
+ * work, a second job to a busy thread (hashingDepth).
+ */
+function pump(): void {
+  const eligible = (key: FairKey) => threadsOf(clientOf(key)) < threadsPerClient();
+  while (queue.size > 0) {
+    const free = threads.find((thread) => thread.inFlight.length === 0) ?? (threads.length < capacity ? null : undefined);
+    if (free !== undefined) {
+      const job = queue.take(eligible);
+      if (job) {
+        assign(free ?? startThread(), job);
+        continue;
+      }
+    }
+    if (depthAllowed() < hashingDepth) return;
+    let target: HashingThread | undefined;
+    for (const thread of threads) {
+      if (
+        thread.inFlight.length > 0 &&
+        thread.inFlight.length < hashingDepth &&
+        (!target || thread.inFlight.length < target.inFlight.length)
+      )
+        target = thread;
+    }
+    const job = target ? queue.take() : undefined;
+    if (!target || !job) return;
+    assign(target, job);
   }
-  if (thread.inFlight.length > 0) return;
+}
+
+/** A thread with nothing to do: it lets the process exit, and ends after idleMs. */
+function idle(thread: HashingThread): void {
   thread.worker.unref();
   thread.idleTimer = setTimeout(() => {
     const index = threads.indexOf(thread);

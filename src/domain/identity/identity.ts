@@ -4,11 +4,13 @@ import type { IdentityRecord, IdentityStore, OneTimeTokenKind, SessionMethod } f
 import type { Clock } from "../clock.js";
 import { DomainError, invalidArgument, type Violation } from "../errors.js";
 import { readIdentifier, readUuid } from "./identifiers.js";
+import { clientBucketOf } from "../../server/client-address.js";
 import { createLimits } from "./limits.js";
-import type { PasswordHasher } from "./password-hasher.js";
+import type { HashingClient, PasswordHasher } from "./password-hasher.js";
 import { checkNewPassword } from "./password-policy.js";
 import type { IssuedSession, PreparedSession, SessionIssuer, VerifiedSession } from "./sessions.js";
 import { effectiveSettings, type IdentitySettings } from "./settings.js";
+import { createRefusalDelay, createSignInGate, defaultSignInLimits, type SignInLimits } from "./sign-in-limits.js";
 
 export interface IdentityDeps {
   store: IdentityStore;
@@ -22,6 +24,8 @@ export interface IdentityDeps {
   publicUrl: string;
   /** Housekeeping failures (never fail a request). */
   onError?: (error: unknown) => void;
+  /** Bounds on unauthenticated work (default: defaultSignInLimits). */
+  signInLimits?: Pick<SignInLimits, "concurrencyPerClient" | "refusalDelayMs">;
 }
 
 /** Who calls: the organisation of the key, its kind, and the client's address when known. */
@@ -71,6 +75,34 @@ const tokenWords: Record<OneTimeTokenKind, { name: string; reason: string }> = {
 export function createIdentity(deps: IdentityDeps) {
   const random = deps.random ?? systemRandom;
   const limits = createLimits({ store: deps.store, clock: deps.clock, ...(deps.onError ? { onError: deps.onError } : {}) });
+  const gate = createSignInGate(deps.signInLimits ?? defaultSignInLimits);
+  const delayRefusal = createRefusalDelay(deps.signInLimits ?? defaultSignInLimits);
+
+  /**
+   * A client-side (publishable-key) call waits for a free slot of its client
+   * address before it costs a query or a hash (sign-in-limits.ts); the
+   * organisation's backend (secret key) is not gated.
+   */
+  function gated<A, T>(fn: (caller: Caller, input: A) => Promise<T>): (caller: Caller, input: A) => Promise<T> {
+    return (caller, input) => {
+      if (caller.credential !== "publishable") return fn(caller, input);
+      return delayRefusal(
+        (async () => {
+          // An address this instance already saw over its minute is refused from memory, before it takes a slot.
+          if (caller.address) limits.refuseKnownClient(caller.organizationId, caller.address);
+          return gate.run(clientBucketOf(caller.address), () => fn(caller, input));
+        })(),
+      );
+    };
+  }
+
+  /** Whose turn a password computation waits for: the organisation and the client address (or its backend). */
+  function hashingClient(caller: Caller): HashingClient {
+    return {
+      organization: caller.organizationId,
+      client: caller.credential === "publishable" ? clientBucketOf(caller.address) : "backend",
+    };
+  }
 
   async function settingsOf(organizationId: string): Promise<IdentitySettings> {
     return effectiveSettings(await deps.store.findSettings(organizationId), deps.publicUrl);
@@ -182,7 +214,7 @@ export function createIdentity(deps: IdentityDeps) {
     );
   }
 
-  return {
+  const flows = {
     settingsOf,
     limitClient,
     prepareSignIn,
@@ -202,7 +234,7 @@ export function createIdentity(deps: IdentityDeps) {
       if (await deps.store.findIdentityByIdentifier(caller.organizationId, identifier)) {
         throw new DomainError("already_exists", "identity_exists", "an identity with this identifier already exists");
       }
-      const hash = await deps.hasher.hash(input.password);
+      const hash = await deps.hasher.hash(input.password, hashingClient(caller));
       const prepared = await prepareSignIn(caller.organizationId, randomUUID(), "password", settings);
       return deps.transaction(async (tx) => {
         const identity: IdentityRecord = {
@@ -229,15 +261,15 @@ export function createIdentity(deps: IdentityDeps) {
       const { identityId, settings, needsRehash } = await limits.oneAtATime(caller.organizationId, identifier, async () => {
         // One query for the settings, the identity, its hash and its recent
         // failures, whether or not the identifier exists.
-        const query = limits.failureQuery(caller.organizationId, identifier);
+        const query = limits.failureQuery(caller.organizationId, identifier, caller.address);
         const context = await deps.store.findLoginContext(caller.organizationId, identifier, query);
         const effective = effectiveSettings(context.settings, deps.publicUrl);
         requirePassword(effective);
         await limitClient(caller, effective);
         assertValid(violations);
-        const attempt = await limits.beginLogin(caller.organizationId, effective, { query, ...context });
+        const attempt = await limits.beginLogin(caller.organizationId, effective, { query, failures: context.failures });
         // The same hashing work for an unknown identifier: a dummy hash is verified.
-        const verdict = await deps.hasher.verify(context.hash, input.password);
+        const verdict = await deps.hasher.verify(context.hash, input.password, hashingClient(caller));
         if (!verdict.ok || context.identityId === null) {
           await attempt.failed();
           throw wrongCredentials();
@@ -245,7 +277,8 @@ export function createIdentity(deps: IdentityDeps) {
         return { identityId: context.identityId, settings: effective, needsRehash: verdict.needsRehash };
       });
       if (needsRehash) {
-        await deps.store.savePasswordHash(caller.organizationId, identityId, await deps.hasher.hash(input.password), deps.clock());
+        const rehashed = await deps.hasher.hash(input.password, hashingClient(caller));
+        await deps.store.savePasswordHash(caller.organizationId, identityId, rehashed, deps.clock());
       }
       return signIn(await prepareSignIn(caller.organizationId, identityId, "password", settings));
     },
@@ -271,7 +304,7 @@ export function createIdentity(deps: IdentityDeps) {
       if (caller.credential === "publishable") keep = await requireFreshSession(caller.organizationId, identityId, input.sessionToken);
       const identity = await deps.store.findIdentity(caller.organizationId, identityId);
       if (!identity) throw new DomainError("not_found", "identity_not_found", `identity ${identityId} does not exist`);
-      const hash = await deps.hasher.hash(input.newPassword);
+      const hash = await deps.hasher.hash(input.newPassword, hashingClient(caller));
       await deps.transaction(async (tx) => {
         const now = deps.clock();
         await tx.savePasswordHash(caller.organizationId, identityId, hash, now);
@@ -308,7 +341,7 @@ export function createIdentity(deps: IdentityDeps) {
       const found = await findToken("password_reset", caller.organizationId, tokenHash);
       const early = unusable("password_reset", found, deps.clock());
       if (early) throw early;
-      const hash = await deps.hasher.hash(input.newPassword);
+      const hash = await deps.hasher.hash(input.newPassword, hashingClient(caller));
       await deps.transaction(async (tx) => {
         await spendIn(tx, "password_reset", caller.organizationId, tokenHash);
         const now = deps.clock();
@@ -369,6 +402,16 @@ export function createIdentity(deps: IdentityDeps) {
         throw new DomainError("not_found", "session_not_found", `session ${sessionId} does not exist`);
       }
     },
+  };
+
+  // Every flow that checks a password or spends a token an end user holds runs behind the per-address gate.
+  return {
+    ...flows,
+    registerPassword: gated(flows.registerPassword),
+    loginPassword: gated(flows.loginPassword),
+    resetPassword: gated(flows.resetPassword),
+    completePasswordReset: gated(flows.completePasswordReset),
+    verifyMagicLink: gated(flows.verifyMagicLink),
   };
 
   /** The session a publishable-key reset presents: valid, of that identity, at most 15 minutes old. Returns its id. */

@@ -1,8 +1,11 @@
 import { parseOptions, type Algorithm, type Options } from "@node-rs/argon2";
 import { randomBytes } from "node:crypto";
 import { availableParallelism } from "node:os";
-import { hashingThreads } from "./hashing-threads.js";
+import { DomainError } from "../errors.js";
+import type { FairKey } from "./fair-queue.js";
+import { hashingThreads, type HashingAdmission } from "./hashing-threads.js";
 import { normalizePassword } from "./password-policy.js";
+import { defaultSignInLimits, type SignInLimits } from "./sign-in-limits.js";
 
 /** argon2id parameters (m in KiB, t iterations, p lanes). */
 export interface Argon2Parameters {
@@ -27,15 +30,25 @@ export interface PasswordCheck {
   needsRehash: boolean;
 }
 
+/**
+ * On whose behalf a computation runs: the organisation (`dashboard` for
+ * operators) and the client address. Waiting computations are served
+ * round-robin over organisations and their clients, and each pair may have
+ * only so many waiting (README "Configuration").
+ */
+export type HashingClient = FairKey;
+
 export interface PasswordHasher {
   readonly parameters: Argon2Parameters;
-  hash(password: string): Promise<string>;
+  /** resource_exhausted (hashing_busy) when the hashing queue has no room for this client. */
+  hash(password: string, client?: HashingClient): Promise<string>;
   /**
    * Verifies a password against a stored hash. With no stored hash it verifies
    * against a dummy hash of the same parameters, so an unknown identifier costs
-   * the same work as a wrong password, and answers false.
+   * the same work as a wrong password, and answers false. resource_exhausted
+   * (hashing_busy) when the hashing queue has no room for this client.
    */
-  verify(stored: string | null, password: string): Promise<PasswordCheck>;
+  verify(stored: string | null, password: string, client?: HashingClient): Promise<PasswordCheck>;
 }
 
 /**
@@ -54,11 +67,27 @@ export function defaultHashingConcurrency(): number {
  * core; the largest that any of its hashers asks for); the rest wait, in
  * arrival order.
  */
-export function createPasswordHasher(options: { parameters?: Argon2Parameters; concurrency?: number } = {}): PasswordHasher {
+export function createPasswordHasher(
+  options: {
+    parameters?: Argon2Parameters;
+    concurrency?: number;
+    /** How many computations may wait, in all and per (organisation, client address). */
+    admission?: Pick<SignInLimits, "hashingQueueLimit" | "hashingQueuePerClient">;
+  } = {},
+): PasswordHasher {
   const parameters = options.parameters ?? owaspArgon2id;
   const argonOptions: Options = { algorithm: argon2id, ...parameters };
   hashingThreads.reserve(options.concurrency ?? defaultHashingConcurrency());
-  const hash = async (password: string) => (await hashingThreads.run({ kind: "hash", password, options: argonOptions })) as string;
+  const limits = {
+    total: options.admission?.hashingQueueLimit ?? defaultSignInLimits.hashingQueueLimit,
+    perClient: options.admission?.hashingQueuePerClient ?? defaultSignInLimits.hashingQueuePerClient,
+  };
+  const admissionOf = (client: HashingClient | undefined): HashingAdmission => ({
+    key: client ?? { organization: "-", client: "-" },
+    limits,
+  });
+  const hash = async (password: string, client?: HashingClient) =>
+    (await hashingThreads.run({ kind: "hash", password, options: argonOptions }, admissionOf(client))) as string;
   let dummy: Promise<string> | undefined;
 
   const dummyHash = () => {
@@ -71,13 +100,16 @@ export function createPasswordHasher(options: { parameters?: Argon2Parameters; c
 
   return {
     parameters,
-    hash: (password) => hash(normalizePassword(password)),
-    async verify(stored, password) {
+    hash: (password, client) => hash(normalizePassword(password), client),
+    async verify(stored, password, client) {
       const target = stored ?? (await dummyHash());
       let ok = false;
       try {
-        ok = (await hashingThreads.run({ kind: "verify", stored: target, password: normalizePassword(password) })) === true;
-      } catch {
+        const job = { kind: "verify", stored: target, password: normalizePassword(password) } as const;
+        ok = (await hashingThreads.run(job, admissionOf(client))) === true;
+      } catch (error) {
+        // No room in the queue: the caller answers 429.
+        if (error instanceof DomainError) throw error;
         // A stored value that is not a PHC string never matches.
         ok = false;
       }

@@ -17,9 +17,13 @@ export function standalone(title: string, ...content: (Node | null)[]): HTMLElem
 /**
  * Sign-in of an operator: by password, or by a passkey added under "Your
  * passkeys" (no e-mail needed: the passkey names its account; if one was typed,
- * only that account's passkey is accepted).
+ * only that account's passkey is accepted), or by a one-time sign-in link
+ * (`/dashboard/sign-in#link=...`, from the operator command), which is spent
+ * at once; its token travels in the fragment and leaves the address bar.
  */
 export function renderSignIn(root: HTMLElement, options: { notice: string | null; onSignedIn(): void }): void {
+  const link = new URLSearchParams(location.hash.slice(1)).get("link");
+  if (location.hash) history.replaceState(null, "", location.pathname + location.search);
   const status = statusRegion();
   const email = field("E-mail address", input({ type: "email", autocomplete: "username", required: true }), { name: "email" });
   const password = field("Password", input({ type: "password", autocomplete: "current-password", required: true }), { name: "password" });
@@ -88,6 +92,13 @@ export function renderSignIn(root: HTMLElement, options: { notice: string | null
     ),
   );
   email.control.focus();
+  if (link) {
+    status.show("Signing in with your one-time link…");
+    postAuth("sign-in/link", { token: link }).then(
+      () => options.onSignedIn(),
+      (error: unknown) => showProblem(error, {}, status),
+    );
+  }
 }
 
 /**
