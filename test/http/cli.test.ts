@@ -189,7 +189,7 @@ describe("help", () => {
     expect(secrets.stderr).toContain("Usage: gatehouse secrets ");
     const bare = runCli([], env);
     expect(bare.status).toBe(2);
-    expect(bare.stderr).toMatch(/^gatehouse: a command is needed: serve, init, /);
+    expect(bare.stderr).toMatch(/^gatehouse: a command is needed: serve, gateway, init, /);
   });
 });
 
@@ -346,6 +346,7 @@ describe("gatehouse completion", () => {
   test("bash: commands, subcommands, options and option values come from the command tree", () => {
     expect(bashComplete([""])).toEqual([
       "serve",
+      "gateway",
       "init",
       "orgs",
       "keys",
