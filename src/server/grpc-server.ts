@@ -72,6 +72,8 @@ export function createGrpcServer(deps: GrpcServerDeps): Http2Server {
   });
 
   server.on("stream", (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
+    // A stream closed with an error code (refused below, reset by the client) emits 'error': never let one be unhandled.
+    stream.on("error", () => {});
     const started = performance.now();
     const session = stream.session as Http2Session;
     const state = states.get(session);
@@ -116,7 +118,6 @@ export function createGrpcServer(deps: GrpcServerDeps): Http2Server {
       state.open--;
       firstMessage();
     });
-    stream.on("error", () => {});
 
     const path = String(headers[":path"] ?? "");
     const contentType = oneHeader(headers, "content-type");

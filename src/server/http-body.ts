@@ -86,12 +86,24 @@ function collect(source: Readable, limit: number, onStreamError?: DomainError): 
     source.on("end", () => {
       if (!failed) resolve(chunks.length === 1 && chunks[0] ? chunks[0] : Buffer.concat(chunks, size));
     });
-    source.on("error", (error) => {
+    source.on("error", () => {
       if (failed) return;
       failed = true;
-      reject(onStreamError ?? error);
+      // A decoder's error is a malformed body; a request's is the client going away (ECONNRESET, aborted).
+      reject(onStreamError ?? incomplete());
+    });
+    // A client that goes away mid-body (or is cut off by the request timeout) may end the stream
+    // without 'end' or 'error': the read must still settle, or the call would wait forever.
+    source.on("close", () => {
+      if (failed || source.readableEnded) return;
+      failed = true;
+      reject(incomplete());
     });
   });
+}
+
+function incomplete(): DomainError {
+  return new DomainError("invalid_argument", "request_incomplete", "the connection closed before the request body was complete");
 }
 
 function malformedCoding(coding: string): DomainError {

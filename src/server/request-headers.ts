@@ -41,7 +41,9 @@ export class RequestHeaders implements Headers {
 
   forEach(callback: (value: string, key: string, parent: Headers) => void, thisArg?: unknown): void {
     const bound = thisArg === undefined ? callback : callback.bind(thisArg);
-    this.materialize().forEach((value, key) => bound(value, key, this));
+    this.materialize().forEach((value, key) => {
+      bound(value, key, this);
+    });
   }
 
   entries(): HeadersIterator<[string, string]> {

@@ -9,6 +9,8 @@ import { join } from "node:path";
  */
 export interface ServerProcess {
   url: string;
+  /** The gRPC (h2c) listener. */
+  grpcUrl: string;
   child: ChildProcess;
   /** What `serve` printed on first start (absent when the store was initialised before). */
   credentials?: { organizationId: string; apiKey: string };
@@ -45,7 +47,7 @@ export async function spawnServer(
     child.stdout?.on("data", (chunk: Buffer) => {
       stdout += chunk.toString();
       const match = /Gatehouse platform API\s+(http:\/\/\S+)/.exec(stdout);
-      if (match?.[1]) {
+      if (match?.[1] && /gRPC \(h2c\)\s+http/.test(stdout)) {
         clearTimeout(timer);
         resolve(match[1]);
       }
@@ -59,6 +61,7 @@ export async function spawnServer(
   const apiKey = /api_key \(admin\)\s+(gk_\S+)/.exec(stdout)?.[1];
   return {
     url,
+    grpcUrl: /gRPC \(h2c\)\s+(http:\/\/\S+)/.exec(stdout)?.[1] ?? "",
     child,
     ...(organizationId && apiKey ? { credentials: { organizationId, apiKey } } : {}),
     async stop() {

@@ -16,7 +16,7 @@ export function formatCredentials(credentials: InitialCredentials): string {
     `  dashboard_setup_url  ${credentials.dashboard_setup_url}`,
     "",
     "",
-  ].join("");
+  ].join("\n");
 }
 
 /** `gatehouse init`: CONTRACT.md "Addresses and process". */
