@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const steps = [
+  ["collect the proto comments for the OpenAPI document", [join(root, "scripts/build-proto-comments.mjs")]],
   ["compile TypeScript", [join(root, "node_modules/typescript/bin/tsc"), "-p", join(root, "tsconfig.build.json")]],
   ["bundle the browser SDK", [join(root, "scripts/build-sdk.mjs")]],
   ["bundle the dashboard UI", [join(root, "scripts/build-dashboard.mjs")]],

@@ -33,6 +33,7 @@ import { createAuthenticator, createAuthInterceptor } from "./interceptors/auth.
 import { createCredentialCache } from "./interceptors/credential-cache.js";
 import { createErrorInterceptor, type ErrorLogger } from "./interceptors/errors.js";
 import { createPlantServer } from "./plants/plant-api.js";
+import { createOpenApiRoute } from "./rest/openapi/openapi-route.js";
 import { restRoutes } from "./rest/routes.js";
 import { createRestShim } from "./rest/shim.js";
 import { clientAddressOf } from "./server/client-address.js";
@@ -174,6 +175,7 @@ export async function createApp(options: AppOptions): Promise<App> {
       },
     },
     createJwksRoute(deps),
+    createOpenApiRoute({ config, routes: restRoutes }),
     ...createSdkRoutes(),
     ...dashboard.routes,
   ];

@@ -9,6 +9,8 @@ import { storageHealthService } from "../handlers/health-service.js";
 export interface QueryParam {
   field: string;
   kind: "string" | "boolean" | "list";
+  /** Documentation only: the RPC refuses a request without it. */
+  required?: boolean;
 }
 
 /** A rendered REST answer, when the JSON form of the response message is not it. */
@@ -16,6 +18,21 @@ export interface RestAnswer {
   status: number;
   headers: Record<string, string>;
   body: string;
+}
+
+/**
+ * What a route's `render` sends, for the OpenAPI document (src/rest/openapi):
+ * a function cannot say. test/unit/platform-openapi.test.ts holds the two together.
+ */
+export interface RenderedAnswerDoc {
+  /** Media type of the body, without parameters. */
+  contentType: string;
+  /** The response field whose text is the whole body; absent when the body is the response's JSON. */
+  bodyField?: string;
+  /** Response headers, each carrying one response field (`etag`: as a strong entity tag). */
+  headers?: Record<string, string>;
+  /** Statuses besides 200 that `render` answers with the same body, and when. */
+  statuses?: Record<number, string>;
 }
 
 /**
@@ -45,6 +62,16 @@ export interface RestRoute {
   render?: (json: JsonObject) => RestAnswer;
   /** Body limit in bytes; the configured JSON limit by default. */
   limit?: "json" | "config";
+
+  // Documentation only (src/rest/openapi): the shim never reads these.
+  /** The OpenAPI operationId when the RPC's own name does not fit (another path serves the same RPC, or the body picks it). */
+  operationId?: string;
+  /** A one-line summary when the RPC's comment does not describe this path. */
+  summary?: string;
+  /** What `render` sends. */
+  rendered?: RenderedAnswerDoc;
+  /** Error statuses the RPC answers beyond those the door and its auth rule imply, or more it means here: status -> when. */
+  errors?: Record<number, string>;
 }
 
 /** A probe's answer depends only on the status (a handful of values): each is rendered once. */
@@ -63,10 +90,34 @@ const healthAnswer = (json: JsonObject): RestAnswer => {
   return answer;
 };
 
+/** The per-address limit of client-side identity calls (src/domain/identity/limits.ts), documented on each such path. */
+const clientLimit = { 429: "This address made more client-side identity calls to the organisation this minute than it allows." };
+const readinessRendered = { contentType: "application/json", statuses: { 503: "The database is unreachable (`NOT_SERVING`)." } };
+const passwordErrors = { ...clientLimit, 403: "Password authentication is disabled for the organisation; nothing was stored." };
+const passwordLoginErrors = {
+  ...passwordErrors,
+  401: "The identifier or the password is wrong (the same answer for both, reason `invalid_credentials`).",
+  429: "Too many requests from this address, or 5 failed logins for this identifier within 15 minutes (until the window passes, even with the right password).",
+};
+const passkeyErrors = { ...clientLimit, 403: "Passkeys are disabled for the organisation." };
+const ceremonyErrors = {
+  401: "The ceremony is unknown, expired or already answered, or the response is tampered, replayed, or for another origin or relying party; nothing was created.",
+};
+
 /** Every REST path of CONTRACT.md, mapped onto its RPC. */
 export const restRoutes: RestRoute[] = [
   // Process and readiness probes (grpc.health.v1.Health/Check).
-  { method: "GET", pattern: "/healthz", rpc: Health.method.check, body: "none", fixed: { service: "" }, render: healthAnswer },
+  {
+    method: "GET",
+    pattern: "/healthz",
+    rpc: Health.method.check,
+    body: "none",
+    fixed: { service: "" },
+    render: healthAnswer,
+    operationId: "getHealthz",
+    summary: "The process is alive",
+    rendered: { contentType: "application/json" },
+  },
   {
     method: "GET",
     pattern: "/readyz",
@@ -74,6 +125,9 @@ export const restRoutes: RestRoute[] = [
     body: "none",
     fixed: { service: storageHealthService },
     render: healthAnswer,
+    operationId: "getReadyz",
+    summary: "The database is reachable",
+    rendered: readinessRendered,
   },
 
   // Configuration.
@@ -87,6 +141,7 @@ export const restRoutes: RestRoute[] = [
       headers: { "content-type": "application/yaml; charset=utf-8", etag: `"${json.revision ?? 0}"` },
       body: typeof json.yaml === "string" ? json.yaml : "",
     }),
+    rendered: { contentType: "application/yaml", bodyField: "yaml", headers: { etag: "revision" } },
   },
   {
     method: "PUT",
@@ -107,30 +162,79 @@ export const restRoutes: RestRoute[] = [
     pattern: "/organization/{organization_id}/secrets",
     rpc: SecretsService.method.listSecrets,
     body: "none",
-    query: { env: { field: "environment", kind: "string" }, tags: { field: "tags", kind: "list" } },
+    query: { env: { field: "environment", kind: "string", required: true }, tags: { field: "tags", kind: "list" } },
   },
   {
     method: "POST",
     pattern: "/organization/{organization_id}/secrets/retrieve",
     rpc: SecretsService.method.retrieveSecrets,
     body: "json",
+    errors: { 404: "A name in `names` does not exist in the environment (the message names it)." },
   },
   {
     method: "DELETE",
     pattern: "/organization/{organization_id}/secrets/{name}",
     rpc: SecretsService.method.deleteSecret,
     body: "none",
-    query: { env: { field: "environment", kind: "string" } },
+    query: { env: { field: "environment", kind: "string", required: true } },
+    errors: {
+      404: "No secret of that name in the environment.",
+      409: "The current configuration references the secret (`aborted`, reason `secret_in_use`; the message names the plugin).",
+    },
   },
 
   // Identity, client side (publishable key).
-  { method: "POST", pattern: "/identity/register/password", rpc: IdentityService.method.registerPassword, body: "json" },
-  { method: "POST", pattern: "/identity/login/password", rpc: IdentityService.method.loginPassword, body: "json" },
-  { method: "POST", pattern: "/identity/reset/password", rpc: IdentityService.method.resetPassword, body: "json" },
-  { method: "POST", pattern: "/identity/register/begin", rpc: IdentityService.method.beginPasskeyRegistration, body: "json" },
-  { method: "POST", pattern: "/identity/register/finish", rpc: IdentityService.method.finishPasskeyRegistration, body: "json" },
-  { method: "POST", pattern: "/identity/login/begin", rpc: IdentityService.method.beginPasskeyLogin, body: "json" },
-  { method: "POST", pattern: "/identity/login/finish", rpc: IdentityService.method.finishPasskeyLogin, body: "json" },
+  {
+    method: "POST",
+    pattern: "/identity/register/password",
+    rpc: IdentityService.method.registerPassword,
+    body: "json",
+    errors: { ...passwordErrors, 409: "An identity with this identifier exists (`already_exists`, reason `identity_exists`)." },
+  },
+  {
+    method: "POST",
+    pattern: "/identity/login/password",
+    rpc: IdentityService.method.loginPassword,
+    body: "json",
+    errors: passwordLoginErrors,
+  },
+  {
+    method: "POST",
+    pattern: "/identity/reset/password",
+    rpc: IdentityService.method.resetPassword,
+    body: "json",
+    errors: {
+      ...clientLimit,
+      403: "Password authentication is disabled, or (publishable key) `session_token` is not a session of that identity issued within the last 15 minutes.",
+      404: "The identity does not exist.",
+    },
+  },
+  {
+    method: "POST",
+    pattern: "/identity/register/begin",
+    rpc: IdentityService.method.beginPasskeyRegistration,
+    body: "json",
+    errors: { ...passkeyErrors, 409: "An identity with this identifier exists (`already_exists`)." },
+  },
+  {
+    method: "POST",
+    pattern: "/identity/register/finish",
+    rpc: IdentityService.method.finishPasskeyRegistration,
+    body: "json",
+    errors: {
+      ...passkeyErrors,
+      ...ceremonyErrors,
+      409: "The identifier was registered since the ceremony began (`already_exists`).",
+    },
+  },
+  { method: "POST", pattern: "/identity/login/begin", rpc: IdentityService.method.beginPasskeyLogin, body: "json", errors: passkeyErrors },
+  {
+    method: "POST",
+    pattern: "/identity/login/finish",
+    rpc: IdentityService.method.finishPasskeyLogin,
+    body: "json",
+    errors: { ...passkeyErrors, ...ceremonyErrors },
+  },
   // The alternate /v1 forms of the password flows.
   {
     method: "POST",
@@ -138,6 +242,8 @@ export const restRoutes: RestRoute[] = [
     rpc: IdentityService.method.registerPassword,
     body: "json",
     aliases: { email: "identifier" },
+    operationId: "registerPasswordV1",
+    errors: { ...passwordErrors, 409: "An identity with this e-mail address exists (`already_exists`, reason `identity_exists`)." },
   },
   {
     method: "POST",
@@ -145,6 +251,8 @@ export const restRoutes: RestRoute[] = [
     rpc: IdentityService.method.loginPassword,
     body: "json",
     aliases: { username: "identifier" },
+    operationId: "loginPasswordV1",
+    errors: passwordLoginErrors,
   },
   {
     method: "POST",
@@ -153,5 +261,12 @@ export const restRoutes: RestRoute[] = [
     rpc: (body) => ("identifier" in body ? IdentityService.method.requestPasswordReset : IdentityService.method.completePasswordReset),
     candidates: [IdentityService.method.completePasswordReset, IdentityService.method.requestPasswordReset],
     body: "json",
+    operationId: "resetPasswordV1",
+    summary: "Requests a password-reset token ({identifier}, secret key) or spends one ({token, new_password})",
+    errors: {
+      ...clientLimit,
+      403: "Password authentication is disabled, or `{identifier}` was sent with a publishable key.",
+      404: "The token or the identifier does not exist.",
+    },
   },
 ];
