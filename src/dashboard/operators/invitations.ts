@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
-import { hashToken, newOpaqueToken, systemRandom, type RandomSource } from "../crypto/tokens.js";
-import type { Clock } from "../domain/clock.js";
-import { DomainError, invalidArgument, type Violation } from "../domain/errors.js";
-import type { PasswordHasher } from "../domain/identity/password-hasher.js";
-import { checkNewPassword } from "../domain/identity/password-policy.js";
-import type { InvitationRecord } from "../storage/dashboard-store.js";
-import type { Role } from "../storage/tenancy-store.js";
+import { hashToken, newOpaqueToken, systemRandom, type RandomSource } from "../../crypto/tokens.js";
+import type { Clock } from "../../domain/clock.js";
+import { DomainError, invalidArgument, type Violation } from "../../domain/errors.js";
+import type { PasswordHasher } from "../../domain/identity/password-hasher.js";
+import { checkNewPassword } from "../../domain/identity/password-policy.js";
+import type { InvitationRecord } from "../../storage/dashboard-store.js";
+import type { Role } from "../../storage/tenancy-store.js";
 import type { MembersTransactionStores } from "./members.js";
 import type { OperatorSessions, StartedSession } from "./operator-sessions.js";
 import { readDisplayName, readEmail } from "./operator-sessions.js";
