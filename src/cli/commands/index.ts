@@ -1,5 +1,6 @@
 import type { CommandGroup } from "../program.js";
 import { registerCompletion } from "./completion.js";
+import { registerConsumers } from "./consumers.js";
 import { registerInit } from "./init.js";
 import { registerKeys } from "./keys.js";
 import { registerOrgs } from "./orgs.js";
@@ -18,6 +19,7 @@ export const commandGroups: readonly CommandGroup[] = [
   registerInit,
   registerOrgs,
   registerKeys,
+  registerConsumers,
   registerSettings,
   registerSigningKey,
   registerSecrets,
