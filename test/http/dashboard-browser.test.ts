@@ -283,7 +283,10 @@ describe("the dashboard in a real browser", () => {
     const revoked = await watcher.next();
     expect(revoked.event).toEqual({ case: "consumerRevoked", value: expect.objectContaining({ consumerId: consumer?.consumerId }) });
     await page.reload();
-    await page.getByRole("row", { name: /partner-acme/ }).getByText("revoked").waitFor();
+    await page
+      .getByRole("row", { name: /partner-acme/ })
+      .getByText("revoked")
+      .waitFor();
     expect(await page.content()).not.toContain(consumerKey);
     watcher.close();
     await admin.close();

@@ -97,7 +97,7 @@ async function addPasskey(on: PasskeyPage, cookie: string, name = ""): Promise<P
   return finished.body.passkey;
 }
 
-/** passkey/begin: the options and this browser's challenge cookie. */
+/** BeginPasskeySignIn: the options and this browser's challenge cookie. */
 async function beginSignIn(email?: string) {
   const response = await dashboardAuthRpc(server, "BeginPasskeySignIn", email === undefined ? {} : { email });
   expect(response.status).toBe(200);

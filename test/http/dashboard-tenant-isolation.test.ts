@@ -16,6 +16,7 @@ import {
   type DashboardTestServer,
   type IssuedInvitation,
 } from "../support/dashboard-server.js";
+import { muteGatewayHangUps, watchGateway } from "../support/gateway-control.js";
 import { callIdentity } from "../support/identity-client.js";
 import {
   createCredentialIn,
@@ -32,7 +33,7 @@ import { secretsApi } from "../support/secrets-client.js";
 
 /**
  * Audit of every dashboard operation that takes an id (DashboardService and
- * /dashboard/auth/*): the admin of organisation A names rows of organisation
+ * DashboardAuthService): the admin of organisation A names rows of organisation
  * B. Each must answer exactly as for an id that does not exist (same status,
  * same body but for the id itself) and change nothing of B's. One test per
  * operation; B's rows are made through the real API (browser passkeys
@@ -70,6 +71,9 @@ const b = {
   invitation: { invitationId: "", url: "", token: "" } as IssuedInvitation,
   operatorPasskeyId: "",
   revisions: [] as number[],
+  gatewayKeyId: "",
+  gatewayKey: "",
+  consumerId: "",
 };
 /** One of A's own identities, to pair with B's passkeys and sessions. */
 let identityA = "";
@@ -178,6 +182,11 @@ beforeAll(async () => {
   ).accountId;
   b.invitation = await invite(server, b.owner, { organizationId: b.organizationId, email: "pending@b.test", role: "ROLE_ADMIN" });
   b.operatorPasskeyId = await addOperatorPasskey(await device(), b.owner);
+  const gatewayKey = await call(b.owner, "CreateGatewayKey", { organizationId: b.organizationId, name: "b-edge" });
+  b.gatewayKeyId = (gatewayKey.body as { gatewayKey: { id: string } }).gatewayKey.id;
+  b.gatewayKey = (gatewayKey.body as { key: string }).key;
+  const consumer = await call(b.owner, "CreateConsumerKey", { organizationId: b.organizationId, name: "b-partner" });
+  b.consumerId = (consumer.body as { consumer: { consumerId: string } }).consumer.consumerId;
 }, 120_000);
 
 afterAll(async () => {
@@ -195,6 +204,43 @@ describe("every DashboardService operation that takes an id acts only on the cal
     ]);
     expect((await asA("RevokeApiKey", { apiKeyId: unknown })).status).toBe(404);
     expect((await server.call(`/organization/${b.organizationId}/config`, { bearer: b.apiKey })).status).toBe(200);
+  });
+
+  test("RevokeGatewayKey: B's gateway key is as unknown as a key that does not exist, and keeps working", async () => {
+    const unknown = randomUUID();
+    const foreign = await asA("RevokeGatewayKey", { gatewayKeyId: b.gatewayKeyId });
+    expect(foreign.status).toBe(404);
+    expectAlike(foreign, await asA("RevokeGatewayKey", { gatewayKeyId: unknown }), [[b.gatewayKeyId, unknown]]);
+    expect((await server.call(`/organization/${b.organizationId}/config`, { bearer: b.gatewayKey })).status).toBe(200);
+    const listed = await call(b.owner, "ListGatewayKeys", { organizationId: b.organizationId });
+    expect(listed.body.gatewayKeys).toEqual([expect.not.objectContaining({ revokedAt: expect.anything() })]);
+  });
+
+  test("RevokeConsumerKey: B's consumer is as unknown as one that does not exist, and stays live", async () => {
+    const unknown = randomUUID();
+    const foreign = await asA("RevokeConsumerKey", { consumerId: b.consumerId });
+    expect(foreign.status).toBe(404);
+    expectAlike(foreign, await asA("RevokeConsumerKey", { consumerId: unknown }), [[b.consumerId, unknown]]);
+    const listed = await call(b.owner, "ListConsumerKeys", { organizationId: b.organizationId, includeRevoked: true });
+    expect(listed.body.consumers).toEqual([expect.objectContaining({ consumerId: b.consumerId })]);
+    expect(listed.body.consumers).toEqual([expect.not.objectContaining({ revokedAt: expect.anything() })]);
+  });
+
+  test("ListGatewayKeys, ListConsumerKeys and ListConnectedGateways: nothing of B's is listed in A", async () => {
+    muteGatewayHangUps();
+    const stream = watchGateway(server.url, b.gatewayKey, { gatewayId: "b-edge.example" });
+    expect((await stream.next()).event.case).toBe("snapshot");
+    const theirs = await call(b.owner, "ListConnectedGateways", { organizationId: b.organizationId });
+    expect(theirs.body.gateways).toEqual([expect.objectContaining({ gatewayId: "b-edge.example", connected: true })]);
+    for (const [method, body] of [
+      ["ListGatewayKeys", { includeRevoked: true }],
+      ["ListConsumerKeys", { includeRevoked: true }],
+      ["ListConnectedGateways", {}],
+    ] as const) {
+      const listed = await asA(method, body);
+      expect({ method, status: listed.status, body: listed.body }).toEqual({ method, status: 200, body: {} });
+    }
+    stream.close();
   });
 
   test("GetIdentityDetails: B's identity is not found", async () => {
@@ -387,8 +433,8 @@ describe("every DashboardService operation that takes an id acts only on the cal
   });
 });
 
-describe("every /dashboard/auth endpoint that takes a token, a session or a passkey acts only on its own", () => {
-  test("setup and setup/inspect: an invitation's token is no setup link; the invitation stays usable", async () => {
+describe("every DashboardAuthService RPC that takes a token, a session or a passkey acts only on its own", () => {
+  test("SetUpAccount and InspectSetupLink: an invitation's token is no setup link; the invitation stays usable", async () => {
     const unknown = "U".repeat(43);
     const body = (token: string) => ({ token, email: "grab@a.test", display_name: "Grab", password: "a grabbing passphrase" });
     for (const action of ["InspectSetupLink", "SetUpAccount"] as const) {
@@ -401,7 +447,7 @@ describe("every /dashboard/auth endpoint that takes a token, a session or a pass
     expect((await dashboardAuthRpc(server, "InspectInvitation", { token: b.invitation.token })).status).toBe(200);
   });
 
-  test("invitation/inspect and invitation/create-account: an owner's setup token is no invitation; the setup link stays usable", async () => {
+  test("InspectInvitation and CreateInvitedAccount: an owner's setup token is no invitation; the setup link stays usable", async () => {
     const fresh = await server.app.tenancy.createOrganization("Organisation C");
     const setupToken = tokenOf(fresh.dashboardSetupUrl);
     const body = (token: string) => ({ token, display_name: "Grab", password: "a grabbing passphrase" });
@@ -415,7 +461,7 @@ describe("every /dashboard/auth endpoint that takes a token, a session or a pass
     expect((await dashboardAuthRpc(server, "InspectSetupLink", { token: setupToken })).status).toBe(200);
   });
 
-  test("sign-out ends the caller's own session only", async () => {
+  test("SignOut ends the caller's own session only", async () => {
     const mine = cookieOf(await dashboardAuthRpc(server, "SignIn", { email: "alice@a.test", password: ownerPassword }));
     expect((await dashboardAuthRpc(server, "SignOut", {}, { cookie: mine })).status).toBe(200);
     expect((await call(mine, "GetOperatorSession", {})).status).toBe(401);
@@ -423,7 +469,7 @@ describe("every /dashboard/auth endpoint that takes a token, a session or a pass
     expect((await call(adminA, "GetOperatorSession", {})).status).toBe(200);
   });
 
-  test("passkey/finish: a sign-in begun for A's admin is not finished by B's owner's passkey", async () => {
+  test("FinishPasskeySignIn: a sign-in begun for A's admin is not finished by B's owner's passkey", async () => {
     const bKey = await device();
     await addOperatorPasskey(bKey, b.owner);
     const begun = await dashboardAuthRpc(server, "BeginPasskeySignIn", { email: "alice@a.test" });
