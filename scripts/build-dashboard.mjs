@@ -1,5 +1,5 @@
 // Builds the dashboard UI (src/dashboard/ui) into dist/dashboard: index.html and
-// assets/app.js, assets/app.css, served at /dashboard/ by src/dashboard/static-route.ts.
+// assets/app.js, assets/app.css, served at /dashboard/ by src/dashboard/http/static-route.ts.
 import { copyFileSync, mkdirSync, renameSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";

@@ -121,7 +121,7 @@ export async function createApp(options: AppOptions): Promise<App> {
 
   const logError: ErrorLogger = (error, context) => logger.error({ err: error, procedure: context.procedure }, "request failed");
   const tenancyStore = createTenancyStore(database.client);
-  const dashboard = createDashboard(deps, { logError, hasher: deps.passwordHasher });
+  const dashboard = createDashboard(deps, { hasher: deps.passwordHasher });
   const authenticator = createAuthenticator({
     store: tenancyStore,
     gatewayKeys: createGatewayStore(database.client),
@@ -152,9 +152,15 @@ export async function createApp(options: AppOptions): Promise<App> {
       service: DashboardService,
       impl: createDashboardService(deps, { dashboard, tenancy, config: configService, secrets: secretsService }),
     },
+    ...dashboard.services,
   ];
   services.push(...createReflectionServices(services.map((entry) => entry.service)));
-  const interceptors = [createErrorInterceptor(logError), createAuthInterceptor(authenticator), ...(options.interceptors ?? [])];
+  const interceptors = [
+    createErrorInterceptor(logError),
+    dashboard.requestGuard,
+    createAuthInterceptor(authenticator),
+    ...(options.interceptors ?? []),
+  ];
   const procedures = createProcedures(services, interceptors);
   const readMaxBytes = config.limits.configBody + 64 * 1024;
   const metrics = createMetrics();

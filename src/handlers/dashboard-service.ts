@@ -20,22 +20,25 @@ import { DeleteSecretRequestSchema, type SecretsService } from "../../gen/svc/v1
 import type { AppDeps } from "../app-deps.js";
 import { displayPrefix } from "../crypto/tokens.js";
 import type { Dashboard } from "../dashboard/create-dashboard.js";
-import { diffLines } from "../dashboard/line-diff.js";
-import type { OperatorPasskeyRecord } from "../storage/dashboard-store.js";
-import { cursors, keysetOf, pageOf, readPage } from "../dashboard/paging.js";
+import { diffLines } from "../dashboard/operators/line-diff.js";
+import { cursors, keysetOf, pageOf, readPage } from "../dashboard/operators/paging.js";
 import { renderConfigDocument } from "../domain/config/render-config-document.js";
 import { DomainError, invalidArgument, unimplemented, type Violation } from "../domain/errors.js";
+import type { ConnectedGateway } from "../domain/gateway/gateway-credentials.js";
 import { normalizeIdentifier, readUuid } from "../domain/identity/identifiers.js";
-import { readCredentialId } from "../domain/passkeys/passkey-rules.js";
-import { checkIdentitySettings, effectiveSettings, parseSettingsAssignments } from "../domain/identity/settings.js";
+import { removeIdentityPasskey } from "../domain/identity/remove-identity-passkey.js";
 import type { SigningKeyView } from "../domain/identity/sessions.js";
+import { effectiveSettings, parseSettingsAssignments } from "../domain/identity/settings.js";
+import { updateIdentitySettings } from "../domain/identity/update-identity-settings.js";
 import { checkEnvironment } from "../domain/secrets/secret-rules.js";
 import type { Tenancy } from "../domain/tenancy/tenancy.js";
 import { principalKey } from "../interceptors/auth.js";
-import { createDashboardStore, type InvitationRecord, type MemberRecord } from "../storage/dashboard-store.js";
-import { createIdentityStore, type IdentitySettingsRecord } from "../storage/identity-store.js";
+import { createDashboardStore, type InvitationRecord, type MemberRecord, type OperatorPasskeyRecord } from "../storage/dashboard-store.js";
+import type { ConsumerKeyRecord, GatewayKeyRecord } from "../storage/gateway-store.js";
+import { createIdentityStore, type IdentitySettingsPatch, type IdentitySettingsRecord } from "../storage/identity-store.js";
 import { createPasskeyStore } from "../storage/passkey-store.js";
-import { createTenancyStore, type OrganizationKeyKind, type Role } from "../storage/tenancy-store.js";
+import type { OrganizationKeyKind, Role } from "../storage/tenancy-store.js";
+import { gatewayCredentialsFor } from "./gateway-service.js";
 import { identityFor } from "./identity-service.js";
 
 /** What the dashboard reuses from the rest of the app, so that every change goes through the same code as the API's. */
@@ -121,6 +124,37 @@ function toInvitation(invitation: InvitationRecord) {
   };
 }
 
+function toGatewayKey(key: GatewayKeyRecord) {
+  return {
+    id: key.id,
+    name: key.name,
+    prefix: key.prefix,
+    createdAt: ts(key.createdAt),
+    lastUsedAt: tsOrUndefined(key.lastUsedAt),
+    revokedAt: tsOrUndefined(key.revokedAt),
+  };
+}
+
+function toConsumer(consumer: ConsumerKeyRecord) {
+  return {
+    consumerId: consumer.id,
+    name: consumer.name,
+    prefix: consumer.prefix,
+    createdAt: ts(consumer.createdAt),
+    revokedAt: tsOrUndefined(consumer.revokedAt),
+  };
+}
+
+function toConnectedGateway(gateway: ConnectedGateway) {
+  return {
+    gatewayId: gateway.gatewayId,
+    revision: gateway.revision,
+    connectedAt: ts(gateway.connectedAt),
+    lastSeenAt: ts(gateway.lastSeenAt),
+    connected: gateway.connected,
+  };
+}
+
 /** The dashboard principal the auth interceptor established (a signed-in operator, member of the organisation named). */
 function operatorOf(ctx: HandlerContext) {
   const principal = ctx.values.get(principalKey);
@@ -183,9 +217,9 @@ function settingsAssignments(values: IdentitySettingsValues, violations: Violati
 }
 
 /** Violations of a nested message carry its field path (`settings.session_ttl_seconds`). */
-function nested<T>(prefix: string, run: () => T): T {
+async function nested<T>(prefix: string, run: () => T | Promise<T>): Promise<T> {
   try {
-    return run();
+    return await run();
   } catch (error) {
     if (error instanceof DomainError && error.kind === "invalid_argument" && error.violations.length > 0) {
       throw invalidArgument(
@@ -199,16 +233,19 @@ function nested<T>(prefix: string, run: () => T): T {
 
 /**
  * svc.v1.DashboardService: thin mapping between the dashboard's RPCs and the
- * domains they reuse (tenancy, identity, secrets, configuration) plus the
- * dashboard's own members and operator sessions. The auth interceptor has
- * already checked the session cookie, the origin, membership and role.
+ * domains they reuse (tenancy, identity, gateway credentials, secrets,
+ * configuration) plus the dashboard's own members and operator sessions.
+ * Every change goes through a domain function (the one the API or the CLI
+ * uses for the same change); the stores are read here, never written. The
+ * request guard has already checked that the request came from a dashboard
+ * page, and the auth interceptor the session, membership and role.
  */
 export function createDashboardService(deps: AppDeps, parts: DashboardServiceParts): Partial<ServiceImpl<typeof DashboardService>> {
   const { database, clock } = deps;
   const store = createDashboardStore(database.client, database.provider);
-  const tenancyStore = createTenancyStore(database.client);
   const identityStore = createIdentityStore(database.client, database.sql);
   const passkeyStore = createPasskeyStore(database.client);
+  const gateways = gatewayCredentialsFor(deps);
   const { dashboard, tenancy, config, secrets } = parts;
 
   async function identityKeyInfo(organizationId: string) {
@@ -318,15 +355,8 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
     },
 
     async revokeApiKey(req, ctx) {
-      const { organizationId } = operatorOf(ctx);
-      const violations: Violation[] = [];
-      const id = readUuid(req.apiKeyId, "api_key_id", violations);
-      if (violations.length > 0) throw invalidArgument(violations);
-      if (!(await store.isApiKeyOf(organizationId, id)))
-        throw new DomainError("not_found", "api_key_not_found", `API key ${id} does not exist in this organisation`);
       // Revoking a revoked key changes nothing and is not an error.
-      await tenancyStore.revokeApiKey(id, clock());
-      await deps.credentialsChanged();
+      await tenancy.revokeApiKey({ organizationId: operatorOf(ctx).organizationId, apiKeyId: req.apiKeyId });
       return {};
     },
 
@@ -373,21 +403,20 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
       const { organizationId } = operatorOf(ctx);
       if (!req.settings) throw invalidArgument([{ field: "settings", description: "is required" }]);
       const values = req.settings;
-      const patch = nested("settings", () => {
+      const saved = await nested("settings", () => {
         const violations: Violation[] = [];
         const assignments = settingsAssignments(values, violations);
-        let parsed: ReturnType<typeof parseSettingsAssignments> | undefined;
+        let patch: IdentitySettingsPatch | undefined;
         try {
-          parsed = parseSettingsAssignments(assignments);
+          patch = parseSettingsAssignments(assignments);
         } catch (error) {
           if (!(error instanceof DomainError) || error.kind !== "invalid_argument") throw error;
           violations.push(...error.violations);
         }
-        if (violations.length > 0 || !parsed) throw invalidArgument(violations);
-        checkIdentitySettings(parsed, deps.config.publicUrl);
-        return parsed;
+        if (violations.length > 0 || !patch) throw invalidArgument(violations);
+        // The form sends every setting: the patch replaces them all, checked as `gatehouse settings set` checks them.
+        return updateIdentitySettings({ store: identityStore, clock, publicUrl: deps.config.publicUrl, organizationId, patch });
       });
-      const saved = await identityStore.saveSettings(organizationId, patch, clock());
       return { settings: settingsValues(saved, deps.config.publicUrl) };
     },
 
@@ -450,33 +479,22 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
     },
 
     async removeIdentityPasskey(req, ctx) {
-      const { organizationId } = operatorOf(ctx);
-      const identity = await requireIdentity(organizationId, req.identityId);
-      const violations: Violation[] = [];
-      const credentialId = readCredentialId(req.credentialId, "credential_id", violations);
-      if (violations.length > 0) throw invalidArgument(violations);
-      // The passkey area's own removal: the passkey stops signing in at once.
-      if (!(await passkeyStore.removePasskey(organizationId, identity.id, credentialId))) {
-        throw new DomainError("not_found", "passkey_not_found", "this identity has no passkey with this credential id");
-      }
+      await removeIdentityPasskey({
+        identities: identityStore,
+        passkeys: passkeyStore,
+        organizationId: operatorOf(ctx).organizationId,
+        identityId: req.identityId,
+        credentialId: req.credentialId,
+      });
       return {};
     },
 
     async revokeIdentitySessions(req, ctx) {
-      const { organizationId } = operatorOf(ctx);
-      const identity = await requireIdentity(organizationId, req.identityId);
-      if (req.sessionId.trim() === "") {
-        return { revoked: await identityStore.revokeSessionsOf(organizationId, identity.id, null, clock()) };
-      }
-      const violations: Violation[] = [];
-      const sessionId = readUuid(req.sessionId, "session_id", violations);
-      if (violations.length > 0) throw invalidArgument(violations);
-      const session = await identityStore.findSession(organizationId, sessionId);
-      if (!session || session.identityId !== identity.id)
-        throw new DomainError("not_found", "session_not_found", `session ${sessionId} of this identity does not exist`);
-      if (session.revokedAt !== null) return { revoked: 0 };
-      await identityFor(deps).sessions.revokeSession(organizationId, sessionId);
-      return { revoked: 1 };
+      // The identity domain's revocation: announced to every instance's gateways, as an API revocation is.
+      return identityFor(deps).revokeIdentitySessions(operatorOf(ctx).organizationId, {
+        identityId: req.identityId,
+        sessionId: req.sessionId,
+      });
     },
 
     // ------------------------------------------------------------ secrets
@@ -624,6 +642,42 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
       const { organizationId } = operatorOf(ctx);
       await dashboard.members.remove(organizationId, readAccountId(req.accountId));
       await deps.credentialsChanged();
+      return {};
+    },
+
+    // ------------------------------------------------------------ gateways and consumers
+
+    async listGatewayKeys(req, ctx) {
+      const keys = await gateways.listGatewayKeys(operatorOf(ctx).organizationId, { includeRevoked: req.includeRevoked });
+      return { gatewayKeys: keys.map(toGatewayKey) };
+    },
+
+    async createGatewayKey(req, ctx) {
+      const created = await gateways.createGatewayKey({ organizationId: operatorOf(ctx).organizationId, name: req.name });
+      return { gatewayKey: toGatewayKey(created.key), key: created.gatewayKey };
+    },
+
+    async revokeGatewayKey(req, ctx) {
+      await gateways.revokeGatewayKey(operatorOf(ctx).organizationId, req.gatewayKeyId);
+      return {};
+    },
+
+    async listConnectedGateways(_req, ctx) {
+      return { gateways: (await gateways.listConnectedGateways(operatorOf(ctx).organizationId)).map(toConnectedGateway) };
+    },
+
+    async listConsumerKeys(req, ctx) {
+      const consumers = await gateways.listConsumerKeys(operatorOf(ctx).organizationId, { includeRevoked: req.includeRevoked });
+      return { consumers: consumers.map(toConsumer) };
+    },
+
+    async createConsumerKey(req, ctx) {
+      const created = await gateways.createConsumerKey({ organizationId: operatorOf(ctx).organizationId, name: req.name });
+      return { consumer: toConsumer(created.consumer), key: created.consumerKey };
+    },
+
+    async revokeConsumerKey(req, ctx) {
+      await gateways.revokeConsumerKey(operatorOf(ctx).organizationId, req.consumerId);
       return {};
     },
   };

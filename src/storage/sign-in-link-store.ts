@@ -9,7 +9,7 @@ export interface SignInLinkRecord {
   usedAt: Date | null;
 }
 
-/** Operators' one-time sign-in links (see src/dashboard/operator-sign-in-links.ts). */
+/** Operators' one-time sign-in links (see src/dashboard/operators/operator-sign-in-links.ts). */
 export interface SignInLinkStore {
   createLink(link: Omit<SignInLinkRecord, "usedAt"> & { hash: string }): Promise<void>;
   findLink(hash: string): Promise<SignInLinkRecord | null>;

@@ -136,6 +136,10 @@ const commandPaths = [
   "keys create",
   "keys list",
   "keys revoke",
+  "consumers",
+  "consumers create",
+  "consumers list",
+  "consumers revoke",
   "settings",
   "settings get",
   "settings set",
@@ -149,7 +153,7 @@ const commandPaths = [
   "run",
   "completion",
 ];
-const groups = new Set(["orgs", "keys", "settings", "signing-key", "secrets"]);
+const groups = new Set(["orgs", "keys", "consumers", "settings", "signing-key", "secrets"]);
 
 describe("help", () => {
   test.each(commandPaths)("gatehouse %s --help, -h and help give the command's own help with examples", (path) => {
@@ -167,7 +171,19 @@ describe("help", () => {
   test("the program's help lists every command, the exit codes and the JSON error form", () => {
     for (const help of [runCli(["--help"], env), runCli(["help"], env)]) {
       expect(help.status).toBe(0);
-      for (const group of ["serve", "gateway", "init", "orgs", "keys", "settings", "signing-key", "secrets", "run", "completion"])
+      for (const group of [
+        "serve",
+        "gateway",
+        "init",
+        "orgs",
+        "keys",
+        "consumers",
+        "settings",
+        "signing-key",
+        "secrets",
+        "run",
+        "completion",
+      ])
         expect(help.stdout).toMatch(new RegExp(`\\n  ${group}\\b`));
       expect(help.stdout).toContain("Exit codes: 0 success, 1 failure, 2 usage error");
       expect(help.stdout).toContain('{"code": "...", "message": "..."}');
@@ -350,6 +366,7 @@ describe("gatehouse completion", () => {
       "init",
       "orgs",
       "keys",
+      "consumers",
       "settings",
       "signing-key",
       "secrets",
@@ -359,7 +376,9 @@ describe("gatehouse completion", () => {
     ]);
     expect(bashComplete(["ke"])).toEqual(["keys"]);
     expect(bashComplete(["keys", ""])).toEqual(["create", "list", "revoke", "help"]);
-    expect(bashComplete(["keys", "create", "--"])).toEqual(["--org", "--name", "--role", "--help", "--version", "--json"]);
+    expect(bashComplete(["keys", "create", "--"])).toEqual(["--org", "--name", "--kind", "--role", "--help", "--version", "--json"]);
+    expect(bashComplete(["keys", "create", "--kind", ""])).toEqual(["api", "gateway"]);
+    expect(bashComplete(["consumers", ""])).toEqual(["create", "list", "revoke", "help"]);
     expect(bashComplete(["keys", "create", "--name", "x", "--role", ""])).toEqual(["admin", "member"]);
     expect(bashComplete(["--json", "secrets", "pull", "--format", ""])).toEqual(["dotenv", "json"]);
     expect(bashComplete(["secrets", "pull", "--allow"])).toEqual(["--allow-empty"]);
@@ -371,7 +390,7 @@ describe("gatehouse completion", () => {
     expect(script.status).toBe(0);
     expect(script.stdout).toMatch(/^#compdef gatehouse\n/);
     for (const path of commandPaths) expect(script.stdout).toContain(`('${path}') commands=(`);
-    expect(script.stdout).toContain("'create:create an API key for an organisation and print it, once'");
+    expect(script.stdout).toContain("'create:create a consumer key for an organisation and print it, once'");
     expect(script.stdout).toContain("'--allow-empty:succeed when nothing is selected");
     const zsh = runShell("command -v zsh", env);
     if (zsh.status !== 0) return; // zsh is not installed: the shape above is what can be checked

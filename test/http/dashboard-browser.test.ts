@@ -1,17 +1,21 @@
+import { createHash } from "node:crypto";
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { BrowserContext, Page } from "playwright-core";
+import { hashToken } from "../../src/crypto/tokens.js";
 import { addVirtualAuthenticator, launchBrowser, type TestBrowser } from "../support/browser.js";
 import { applyOk, exportOk } from "../support/config-documents.js";
 import { screenshot, unlabelledControls } from "../support/dashboard-screenshots.js";
 import {
   buildDashboardUi,
   cookieOf,
+  dashboardAuthRpc,
   invite,
   ownerPassword,
-  postDashboardAuth,
   tokenOf,
   startDashboardServer,
   type DashboardTestServer,
 } from "../support/dashboard-server.js";
+import { gatewayAdmin, muteGatewayHangUps, watchGateway } from "../support/gateway-control.js";
 import { callIdentity, goodPassword, postRest } from "../support/identity-client.js";
 import { openPasskeyPage, sdkIn, signedIn } from "../support/passkey-browser.js";
 import { secretsApi } from "../support/secrets-client.js";
@@ -42,6 +46,20 @@ describe("the dashboard in a real browser", () => {
       )
     ).status;
 
+  /** What goes wrong on a page from now on: console errors, page errors, and answers of 400 or more. */
+  function watchFailures(on: Page): string[] {
+    const failures: string[] = [];
+    on.on("console", (message) => {
+      if (message.type() === "error") failures.push(`console: ${message.text()}`);
+    });
+    on.on("pageerror", (error) => failures.push(`page error: ${error.message}`));
+    on.on("response", (response) => {
+      if (response.status() >= 400) failures.push(`${response.status()} ${response.url()}`);
+    });
+    on.on("requestfailed", (request) => failures.push(`failed: ${request.url()}`));
+    return failures;
+  }
+
   async function expectAccessible(): Promise<void> {
     await expectAccessibleOn(page);
   }
@@ -61,6 +79,27 @@ describe("the dashboard in a real browser", () => {
   afterAll(async () => {
     await browser?.close();
     await server?.close();
+  });
+
+  test("a first visit is greeted by a plain sign-in page, and no request fails", async () => {
+    const visitor = await browser.newContext();
+    const first = await visitor.newPage();
+    const failures = watchFailures(first);
+    await first.goto(`${server.origin}/dashboard/`);
+    await first.waitForURL(/\/dashboard\/sign-in/);
+    await first.getByRole("heading", { name: "Sign in to the dashboard" }).waitFor();
+    expect(await first.locator(".status-info").allTextContents()).toEqual([]);
+    expect(failures).toEqual([]);
+    expect(new URL(first.url()).search).toBe("");
+    await expectAccessibleOn(first);
+    await screenshot(first, "00-first-visit");
+    // A link into the dashboard leads to the same page, and back afterwards.
+    await first.goto(`${server.origin}/dashboard/members`);
+    await first.waitForURL("**/dashboard/sign-in?next=%2Fdashboard%2Fmembers");
+    await first.getByRole("heading", { name: "Sign in to the dashboard" }).waitFor();
+    expect(await first.content()).not.toContain("has ended");
+    expect(failures).toEqual([]);
+    await visitor.close();
   });
 
   test("the owner sets up the account from the one-time link and the token leaves the address bar", async () => {
@@ -182,6 +221,75 @@ describe("the dashboard in a real browser", () => {
     await page.getByText('Revoked "browser-key".').waitFor();
     expect(await configStatus(key)).toBe(401);
     await screenshot(page, "04-api-keys");
+  });
+
+  test("gateways: a gateway key is shown once, follows the organisation and, revoked, is refused; consumer keys likewise", async () => {
+    muteGatewayHangUps();
+    await nav("Gateways").click();
+    await page.getByRole("heading", { name: "Gateways", level: 1 }).waitFor();
+    await page.getByText("No gateway keys yet.").waitFor();
+    await page.getByText("No gateway has followed this organisation in the last day.").waitFor();
+    await page.getByText("No consumers yet.").waitFor();
+
+    await page.getByLabel("Gateway key name").fill("edge-1");
+    await page.getByRole("button", { name: "Create gateway key" }).click();
+    const shown = page.getByTestId("new-gateway-key");
+    await shown.waitFor();
+    const key = ((await shown.textContent()) ?? "").trim();
+    expect(key).toMatch(/^gw_[A-Za-z0-9_-]{43}$/);
+    await page.getByRole("cell", { name: "edge-1", exact: true }).waitFor();
+    await page.getByRole("cell", { name: `${key.slice(0, 9)}…` }).waitFor();
+
+    // The key follows the organisation; the gateway that uses it is listed as connected.
+    expect((await server.call(`/organization/${org}/config`, { bearer: key })).status).toBe(200);
+    const stream = watchGateway(server.url, key, { gatewayId: "edge-1.example" });
+    expect((await stream.next()).event.case).toBe("snapshot");
+    await page.reload();
+    const connected = page.getByRole("row", { name: /edge-1\.example/ });
+    await connected.waitFor();
+    expect(await connected.getByRole("cell").nth(3).textContent()).toBe("connected");
+    expect(await page.getByTestId("new-gateway-key").count()).toBe(0);
+    expect(await page.content()).not.toContain(key);
+    await expectAccessible();
+    await screenshot(page, "05a-gateways");
+
+    await page.getByRole("button", { name: "Revoke gateway key edge-1" }).click();
+    await page.getByRole("button", { name: "Confirm" }).click();
+    await page.getByText('Revoked "edge-1".').waitFor();
+    expect(ConnectError.from(await stream.ended()).code).toBe(Code.Unauthenticated);
+    expect((await server.call(`/organization/${org}/config`, { bearer: key })).status).toBe(401);
+    stream.close();
+
+    // A consumer key reaches every gateway at once, and so does its revocation.
+    const admin = gatewayAdmin(server);
+    const follower = await admin.credentials.createGatewayKey({ organizationId: org, name: "watcher" });
+    const watcher = watchGateway(server.url, follower.gatewayKey, { gatewayId: "watcher" });
+    expect((await watcher.next()).event.case).toBe("snapshot");
+    await page.getByLabel("Consumer name").fill("partner-acme");
+    await page.getByRole("button", { name: "Create consumer key" }).click();
+    const consumerKey = ((await page.getByTestId("new-consumer-key").textContent()) ?? "").trim();
+    expect(consumerKey).toMatch(/^ck_[A-Za-z0-9_-]{43}$/);
+    const created = await watcher.next();
+    expect(created.event.case).toBe("consumerCreated");
+    const consumer = created.event.case === "consumerCreated" ? created.event.value : undefined;
+    expect(consumer?.keySha256).toBe(createHash("sha256").update(consumerKey).digest("hex"));
+    const row = page.getByRole("row", { name: /partner-acme/ });
+    await row.waitFor();
+    expect(await row.textContent()).toContain(consumer?.consumerId);
+    await screenshot(page, "05b-gateways-consumer");
+    await page.getByRole("button", { name: "Revoke consumer partner-acme" }).click();
+    await page.getByRole("button", { name: "Confirm" }).click();
+    await page.getByText('Revoked "partner-acme".').waitFor();
+    const revoked = await watcher.next();
+    expect(revoked.event).toEqual({ case: "consumerRevoked", value: expect.objectContaining({ consumerId: consumer?.consumerId }) });
+    await page.reload();
+    await page
+      .getByRole("row", { name: /partner-acme/ })
+      .getByText("revoked")
+      .waitFor();
+    expect(await page.content()).not.toContain(consumerKey);
+    watcher.close();
+    await admin.close();
   });
 
   test("the identity keys page shows prefixes and rotates the publishable key once", async () => {
@@ -347,7 +455,7 @@ describe("the dashboard in a real browser", () => {
     invitationLink = ((await page.getByTestId("invitation-link").textContent()) ?? "").trim();
     expect(invitationLink).not.toBe(stale);
     const staleToken = new URLSearchParams(new URL(stale).hash.slice(1)).get("token");
-    expect((await postDashboardAuth(server, "invitation/inspect", { token: staleToken })).status).toBe(404);
+    expect((await dashboardAuthRpc(server, "InspectInvitation", { token: staleToken })).status).toBe(404);
 
     await page.getByLabel("Role of owner@example.com").selectOption({ label: "member" });
     await page
@@ -389,7 +497,7 @@ describe("the dashboard in a real browser", () => {
   test("someone who already has an account signs in on the invitation page and joins the other organisation", async () => {
     const other = await server.app.tenancy.createOrganization("Second organisation");
     const otherOwner = cookieOf(
-      await postDashboardAuth(server, "setup", {
+      await dashboardAuthRpc(server, "SetUpAccount", {
         token: tokenOf(other.dashboardSetupUrl),
         email: "boss@example.org",
         display_name: "Bo Boss",
@@ -451,7 +559,7 @@ describe("the dashboard in a real browser", () => {
   test("when the session ends elsewhere, the next action leads to sign-in and back to the page", async () => {
     const cookie = (await context.cookies()).find((c) => c.name === "gatehouse_dashboard");
     expect(cookie).toBeDefined();
-    await postDashboardAuth(server, "sign-out", {}, { cookie: `gatehouse_dashboard=${cookie?.value ?? ""}` });
+    await dashboardAuthRpc(server, "SignOut", {}, { cookie: `gatehouse_dashboard=${cookie?.value ?? ""}` });
     await nav("Members").click();
     await page.waitForURL("**/dashboard/sign-in?next=%2Fdashboard%2Fmembers");
     await page.getByText("Your dashboard session has ended").waitFor();
@@ -460,5 +568,27 @@ describe("the dashboard in a real browser", () => {
     await page.getByRole("button", { name: "Sign in", exact: true }).click();
     await page.waitForURL("**/dashboard/members");
     await page.getByRole("cell", { name: "new.member@example.com", exact: true }).waitFor();
+  });
+
+  test("a session that ended while the browser was away is greeted as ended, and no request fails", async () => {
+    const signedIn = await dashboardAuthRpc(server, "SignIn", { email: "owner@example.com", password: ownerPassword });
+    const value = cookieOf(signedIn).split("=")[1] ?? "";
+    const away = await browser.newContext();
+    await away.addCookies([{ name: "gatehouse_dashboard", value, url: server.origin, httpOnly: true, sameSite: "Strict" }]);
+    const returning = await away.newPage();
+    await returning.goto(`${server.origin}/dashboard/members`);
+    await returning.getByRole("heading", { name: "Members", level: 1 }).waitFor();
+    // Past its lifetime while nobody looked.
+    await server.app.database.client.dashboardSession.updateMany({
+      where: { hash: hashToken(value) },
+      data: { expiresAt: new Date(Date.now() - 1000) },
+    });
+    const failures = watchFailures(returning);
+    await returning.reload();
+    await returning.waitForURL("**/dashboard/sign-in?next=%2Fdashboard%2Fmembers");
+    await returning.getByText("Your dashboard session has ended: sign in again.").waitFor();
+    expect(failures).toEqual([]);
+    await screenshot(returning, "17-session-ended");
+    await away.close();
   });
 });

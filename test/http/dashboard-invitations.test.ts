@@ -15,10 +15,11 @@ import {
   dashboardRpc,
   invite,
   ownerPassword,
-  postDashboardAuth,
+  dashboardAuthRpc,
   setUpOwner,
   signIn,
   startDashboardServer,
+  requestOf,
   tokenOf,
   type DashboardRequestOptions,
   type DashboardTestServer,
@@ -69,7 +70,7 @@ async function auth<T = Record<string, unknown>>(
   body: unknown,
   options: DashboardRequestOptions = {},
 ) {
-  const response = await postDashboardAuth(server, action, body, options);
+  const response = await dashboardAuthRpc(server, action, body, options);
   return { status: response.status, response, body: (await response.json()) as T & ErrorBody };
 }
 
@@ -86,7 +87,7 @@ const unknownToken = () =>
 /** A second organisation with its owner set up and signed in. */
 async function secondOrganization(server: DashboardTestServer, email: string, name = "Organisation B") {
   const org = await server.app.tenancy.createOrganization(name);
-  const setup = await postDashboardAuth(server, "setup", {
+  const setup = await dashboardAuthRpc(server, "SetUpAccount", {
     token: tokenOf(org.dashboardSetupUrl),
     email,
     display_name: "Mallory Admin",
@@ -136,7 +137,7 @@ describe("the reported takeover of an invited account across organisations", () 
     expect(tokenB).not.toBe(tokenA);
 
     // 3. B's admin opens the new link and sets their own e-mail and password: refused, no session.
-    const setup = await postDashboardAuth(server, "setup", {
+    const setup = await dashboardAuthRpc(server, "SetUpAccount", {
       token: tokenB,
       email: "mallory+victim@b.test",
       display_name: "Mallory",
@@ -146,18 +147,18 @@ describe("the reported takeover of an invited account across organisations", () 
     expect(setup.headers.get("set-cookie")).toBeNull();
 
     // A's link was not voided by B's invitation: it still names A and the victim's address.
-    const stillA = await auth<{ organization_name: string; email: string; role: string }>(server, "invitation/inspect", { token: tokenA });
+    const stillA = await auth<{ organizationName: string; email: string; role: string }>(server, "InspectInvitation", { token: tokenA });
     expect(stillA.status).toBe(200);
-    expect(stillA.body).toMatchObject({ organization_name: "Default organisation", email: victim, role: "admin" });
+    expect(stillA.body).toMatchObject({ organizationName: "Default organisation", email: victim, role: "ROLE_ADMIN" });
 
     // What B's link can do: create the (unclaimed) address's account, a member of B and of nothing else.
-    const created = await auth<{ organization_id: string }>(server, "invitation/create-account", {
+    const created = await auth<{ organizationId: string }>(server, "CreateInvitedAccount", {
       token: tokenB,
       display_name: "Mallory",
       password: "mallory's takeover passphrase",
     });
     expect(created.status).toBe(200);
-    expect(created.body.organization_id).toBe(b.organizationId);
+    expect(created.body.organizationId).toBe(b.organizationId);
     const mallory = cookieOf(created.response);
 
     // 4. GetOperatorSession lists B only, and A is out of reach: no admin key in A, no rotation of A's secret key.
@@ -199,10 +200,10 @@ describe("the reported takeover of an invited account across organisations", () 
     const tokenB = linkTokenIn(byB.body);
     // Neither door of the link gives B a credential for Dana's account.
     expect(
-      (await postDashboardAuth(server, "setup", { token: tokenB, email: "x@b.test", display_name: "X", password: "x's passphrase!" }))
+      (await dashboardAuthRpc(server, "SetUpAccount", { token: tokenB, email: "x@b.test", display_name: "X", password: "x's passphrase!" }))
         .status,
     ).toBe(404);
-    const create = await auth(server, "invitation/create-account", { token: tokenB, display_name: "X", password: "mallory's passphrase" });
+    const create = await auth(server, "CreateInvitedAccount", { token: tokenB, display_name: "X", password: "mallory's passphrase" });
     expect(create.status).toBe(409);
     expect(reasonOf(create.body)).toBe("account_exists");
     expect(create.response.headers.get("set-cookie")).toBeNull();
@@ -319,7 +320,7 @@ describe("an invitation's token works once, and only for its address", () => {
   afterAll(() => server.close());
 
   const createAccount = (token: string, password = "a racing passphrase") =>
-    auth(server, "invitation/create-account", { token, display_name: "Racer", password });
+    auth(server, "CreateInvitedAccount", { token, display_name: "Racer", password });
 
   test("of concurrent account creations with one token exactly one succeeds; the others answer as an unknown token does", async () => {
     const invited = await invite(server, owner, { email: "racer@example.com" });
@@ -362,7 +363,7 @@ describe("an invitation's token works once, and only for its address", () => {
     const signedIn = await addMember(server, owner, { email: "bystander@example.com", password: "a bystander passphrase" });
 
     const doors = {
-      inspect: (token: string) => auth(server, "invitation/inspect", { token }),
+      inspect: (token: string) => auth(server, "InspectInvitation", { token }),
       createAccount: (token: string) => createAccount(token),
       accept: (token: string) => rpc(server, signedIn.cookie, "AcceptInvitation", { token }),
     };
@@ -389,9 +390,13 @@ describe("an invitation's token works once, and only for its address", () => {
     const invited = await invite(server, owner, { email: "late@example.com" });
     manual.advance(7 * 24 * 3600 * 1000);
     owner = await signIn(server, "owner@example.com", ownerPassword);
-    const baseline = await auth(server, "invitation/inspect", { token: unknownToken() });
-    for (const action of ["invitation/inspect", "invitation/create-account"]) {
-      const answer = await auth(server, action, { token: invited.token, display_name: "Late", password: "a late passphrase" });
+    const baseline = await auth(server, "InspectInvitation", { token: unknownToken() });
+    for (const action of ["InspectInvitation", "CreateInvitedAccount"] as const) {
+      const answer = await auth(
+        server,
+        action,
+        requestOf(action, { token: invited.token, display_name: "Late", password: "a late passphrase" }),
+      );
       expect({ action, status: answer.status, body: answer.body }).toEqual({ action, status: 404, body: baseline.body });
     }
     const listed = await rpc<{ invitations: InvitationJson[] }>(server, owner, "ListInvitations", { organizationId: org });
@@ -410,18 +415,18 @@ describe("an invitation's token works once, and only for its address", () => {
 
   test("a refused account creation spends nothing: weak input is listed by field, an address with an account is told to sign in", async () => {
     const invited = await invite(server, owner, { email: "careful@example.com", displayName: "Carey" });
-    const weak = await auth(server, "invitation/create-account", { token: invited.token, display_name: "", password: "short" });
+    const weak = await auth(server, "CreateInvitedAccount", { token: invited.token, display_name: "", password: "short" });
     expect(weak.status).toBe(400);
     expect(fieldsOf(weak.body)).toEqual(["display_name", "password"]);
-    const missing = await auth(server, "invitation/create-account", { display_name: "Carey", password: "a careful passphrase" });
+    const missing = await auth(server, "CreateInvitedAccount", { display_name: "Carey", password: "a careful passphrase" });
     expect(missing.status).toBe(400);
     expect(fieldsOf(missing.body)).toEqual(["token"]);
-    expect((await auth(server, "invitation/inspect", { token: invited.token })).status).toBe(200);
+    expect((await auth(server, "InspectInvitation", { token: invited.token })).status).toBe(200);
 
     await addMember(server, owner, { email: "taken@example.com", password: "the taken passphrase" });
     const other = await secondOrganization(server, "boss@taken.test", "Taken organisation");
     const elsewhere = await invite(server, other.cookie, { organizationId: other.organizationId, email: "taken@example.com" });
-    const exists = await auth(server, "invitation/create-account", {
+    const exists = await auth(server, "CreateInvitedAccount", {
       token: elsewhere.token,
       display_name: "T",
       password: "an attacker passphrase",
@@ -429,7 +434,7 @@ describe("an invitation's token works once, and only for its address", () => {
     expect(exists.status).toBe(409);
     expect(reasonOf(exists.body)).toBe("account_exists");
     expect(exists.body.message).toContain("sign in as taken@example.com");
-    expect((await auth(server, "invitation/inspect", { token: elsewhere.token })).status).toBe(200);
+    expect((await auth(server, "InspectInvitation", { token: elsewhere.token })).status).toBe(200);
     expect((await signIn(server, "taken@example.com", "the taken passphrase")).length).toBeGreaterThan(0);
   });
 
@@ -441,11 +446,11 @@ describe("an invitation's token works once, and only for its address", () => {
     });
     expect(reissued.status).toBe(200);
     expect(reissued.body.invitation).toMatchObject({ invitationId: invited.invitationId, email: "cycle@example.com" });
-    expect((await auth(server, "invitation/inspect", { token: invited.token })).status).toBe(404);
+    expect((await auth(server, "InspectInvitation", { token: invited.token })).status).toBe(404);
     const fresh = tokenOf(reissued.body.invitationUrl);
-    expect((await auth(server, "invitation/inspect", { token: fresh })).status).toBe(200);
+    expect((await auth(server, "InspectInvitation", { token: fresh })).status).toBe(200);
     expect((await rpc(server, owner, "RevokeInvitation", { organizationId: org, invitationId: invited.invitationId })).status).toBe(200);
-    expect((await auth(server, "invitation/inspect", { token: fresh })).status).toBe(404);
+    expect((await auth(server, "InspectInvitation", { token: fresh })).status).toBe(404);
     const listed = await rpc<{ invitations?: InvitationJson[] }>(server, owner, "ListInvitations", { organizationId: org, pageSize: 100 });
     expect((listed.body.invitations ?? []).map((i) => i.invitationId)).not.toContain(invited.invitationId);
     for (const method of ["ReissueInvitation", "RevokeInvitation"]) {
@@ -480,14 +485,14 @@ describe("an invitation's token works once, and only for its address", () => {
     expect(
       (await rpc(server, owner, "ChangeMemberRole", { organizationId: org, accountId: second.accountId, role: "ROLE_MEMBER" })).status,
     ).toBe(200);
-    expect((await auth(server, "invitation/inspect", { token: bySecond.token })).status).toBe(404);
-    expect((await auth(server, "invitation/inspect", { token: tokenOf(reissued.body.invitationUrl) })).status).toBe(200);
-    expect((await auth(server, "invitation/inspect", { token: byOwner.token })).status).toBe(200);
+    expect((await auth(server, "InspectInvitation", { token: bySecond.token })).status).toBe(404);
+    expect((await auth(server, "InspectInvitation", { token: tokenOf(reissued.body.invitationUrl) })).status).toBe(200);
+    expect((await auth(server, "InspectInvitation", { token: byOwner.token })).status).toBe(200);
 
     // Removed, the third admin's re-issued link stops working too.
     expect((await rpc(server, owner, "RemoveMember", { organizationId: org, accountId: third.accountId })).status).toBe(200);
-    expect((await auth(server, "invitation/inspect", { token: tokenOf(reissued.body.invitationUrl) })).status).toBe(404);
-    expect((await auth(server, "invitation/inspect", { token: byOwner.token })).status).toBe(200);
+    expect((await auth(server, "InspectInvitation", { token: tokenOf(reissued.body.invitationUrl) })).status).toBe(404);
+    expect((await auth(server, "InspectInvitation", { token: byOwner.token })).status).toBe(200);
     const listed = await rpc<{ invitations: InvitationJson[] }>(server, owner, "ListInvitations", { organizationId: org, pageSize: 100 });
     const emails = listed.body.invitations.map((i) => i.email);
     expect(emails).toContain("from.owner@example.com");
@@ -505,14 +510,15 @@ describe("an invitation's token works once, and only for its address", () => {
       hash: hashToken(token),
       expiresAt: new Date(manual.clock().getTime() + 3600_000),
     });
-    const none = await auth(server, "setup", {
+    const none = await auth(server, "SetUpAccount", {
       token: unknownToken(),
       email: "grab@example.com",
       display_name: "G",
       password: "a grabbing passphrase",
     });
-    for (const action of ["setup/inspect", "setup"]) {
-      const answer = await auth(server, action, { token, email: "grab@example.com", display_name: "G", password: "a grabbing passphrase" });
+    for (const action of ["InspectSetupLink", "SetUpAccount"] as const) {
+      const body = { token, email: "grab@example.com", display_name: "G", password: "a grabbing passphrase" };
+      const answer = await auth(server, action, requestOf(action, body));
       expect({ action, status: answer.status, reason: reasonOf(answer.body) }).toEqual({
         action,
         status: 404,
@@ -539,32 +545,54 @@ describe("an invitation's token works once, and only for its address", () => {
       const answer = await rpc(server, member.cookie, method, { organizationId: org, ...body });
       expect({ method, status: answer.status }).toEqual({ method, status: 403 });
     }
-    expect((await auth(server, "invitation/inspect", { token: invited.token })).status).toBe(200);
+    expect((await auth(server, "InspectInvitation", { token: invited.token })).status).toBe(200);
   });
 
-  test("the invitation endpoints refuse other sites' pages, wrong media types, malformed and oversize bodies", async () => {
+  test("the invitation RPCs refuse other sites' pages, wrong media types, malformed and oversize bodies", async () => {
     const invited = await invite(server, owner, { email: "guarded@example.com" });
-    for (const action of ["invitation/inspect", "invitation/create-account"]) {
-      const body = { token: invited.token, display_name: "G", password: "a guarded passphrase" };
-      expect((await postDashboardAuth(server, action, body, { origin: "https://evil.example" })).status).toBe(403);
-      expect((await postDashboardAuth(server, action, body, { origin: null })).status).toBe(403);
-      expect((await postDashboardAuth(server, action, body, { marked: false })).status).toBe(403);
-      const url = `${server.url}/dashboard/auth/${action}`;
+    for (const action of ["InspectInvitation", "CreateInvitedAccount"] as const) {
+      const body = requestOf(action, { token: invited.token, display_name: "G", password: "a guarded passphrase" });
+      expect((await dashboardAuthRpc(server, action, body, { origin: "https://evil.example" })).status).toBe(403);
+      expect((await dashboardAuthRpc(server, action, body, { origin: null })).status).toBe(403);
+      expect((await dashboardAuthRpc(server, action, body, { marked: false })).status).toBe(403);
+      const url = `${server.url}/svc.v1.DashboardAuthService/${action}`;
       const headers = { origin: server.origin, "x-gatehouse-dashboard": "1" };
       const plain = await fetch(url, { method: "POST", headers: { ...headers, "content-type": "text/plain" }, body: JSON.stringify(body) });
       expect(plain.status).toBe(415);
-      const broken = await fetch(url, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: '{"token": ' });
+      // A broken body is located, never repeated (it may hold a password).
+      const broken = await fetch(url, {
+        method: "POST",
+        headers: { ...headers, "content-type": "application/json" },
+        body: '{"token": "x", "password": "hunter2-secret',
+      });
       expect(broken.status).toBe(400);
-      const typed = await postDashboardAuth(server, action, { token: 42 });
+      const brokenBody = (await broken.json()) as ErrorBody;
+      expect(reasonOf(brokenBody)).toBe("malformed_json");
+      expect(brokenBody.message).toMatch(/line 1, column \d+/);
+      expect(JSON.stringify(brokenBody)).not.toContain("hunter2");
+      const typed = await dashboardAuthRpc(server, action, { token: 42 });
       expect(typed.status).toBe(400);
-      expect(fieldsOf((await typed.json()) as ErrorBody)).toEqual(["token"]);
-      const huge = await postDashboardAuth(server, action, { token: invited.token, display_name: "x".repeat(20_000) });
-      expect(huge.status).toBe(413);
-      expect((await postDashboardAuth(server, action, [])).status).toBe(400);
-      expect((await postDashboardAuth(server, action, { token: "x".repeat(200) })).status).toBe(400);
+      expect(((await typed.json()) as ErrorBody).message).toContain('field "token" must be a string');
+      const unknownField = await dashboardAuthRpc(server, action, { token: invited.token, tokne: "typo" });
+      expect(unknownField.status).toBe(400);
+      expect(JSON.stringify(await unknownField.json())).not.toContain("typo");
+      const oversize = await fetch(url, {
+        method: "POST",
+        headers: { ...headers, "content-type": "application/json" },
+        body: JSON.stringify({ token: "x".repeat(6 * 1024 * 1024) }),
+      });
+      expect(reasonOf((await oversize.json()) as ErrorBody)).toBe("body_too_large");
+      expect((await dashboardAuthRpc(server, action, [])).status).toBe(400);
+      expect((await dashboardAuthRpc(server, action, { token: "x".repeat(200) })).status).toBe(400);
     }
+    const long = await auth(server, "CreateInvitedAccount", {
+      token: invited.token,
+      display_name: "x".repeat(20_000),
+      password: "a guarded passphrase",
+    });
+    expect({ status: long.status, fields: fieldsOf(long.body) }).toEqual({ status: 400, fields: ["display_name"] });
     // Nothing was spent by any of it.
-    expect((await auth(server, "invitation/inspect", { token: invited.token })).status).toBe(200);
+    expect((await auth(server, "InspectInvitation", { token: invited.token })).status).toBe(200);
   });
 });
 
@@ -674,8 +702,8 @@ describe("upgrading a store that holds setup-link invitations (migration 0003)",
     expect(await client.membership.count({ where: { accountId: ids.pat } })).toBe(0);
     expect(await client.accountSetupToken.count({ where: { accountId: ids.pat } })).toBe(0);
     // The old link opens nothing, on either page.
-    expect((await auth(server, "setup/inspect", { token: staleToken })).status).toBe(404);
-    expect((await auth(server, "invitation/inspect", { token: staleToken })).status).toBe(404);
+    expect((await auth(server, "InspectSetupLink", { token: staleToken })).status).toBe(404);
+    expect((await auth(server, "InspectInvitation", { token: staleToken })).status).toBe(404);
     // Set-up accounts and their memberships are untouched.
     expect(await client.membership.count({ where: { accountId: { in: [ids.owner, ids.sam] } } })).toBe(2);
   });
@@ -698,10 +726,11 @@ describe("upgrading a store that holds setup-link invitations (migration 0003)",
 
   test("an organisation owner's setup link from before the upgrade keeps working", async () => {
     if (!server) throw new Error("no server");
-    const inspect = await auth(server, "setup/inspect", { token: ownerBToken });
+    const inspect = await auth(server, "InspectSetupLink", { token: ownerBToken });
     expect(inspect.status).toBe(200);
-    expect(inspect.body).toEqual({ email: "", display_name: "Owner" });
-    const setup = await postDashboardAuth(server, "setup", {
+    // proto3 JSON leaves out a field at its default: the empty e-mail address is absent.
+    expect(inspect.body).toEqual({ displayName: "Owner" });
+    const setup = await dashboardAuthRpc(server, "SetUpAccount", {
       token: ownerBToken,
       email: "bea@example.com",
       display_name: "Bea",

@@ -7,7 +7,7 @@ import {
   dashboardRpc,
   invite,
   ownerPassword,
-  postDashboardAuth,
+  dashboardAuthRpc,
   setUpOwner,
   signIn,
   startDashboardServer,
@@ -448,13 +448,13 @@ describe("dashboard operations, through the same code as the public API", () => 
         new RegExp(`^${server.origin.replace(/[.]/g, "\\.")}/dashboard/invitation#token=[A-Za-z0-9_-]{43}$`),
       );
       const token = tokenOf(invited.body.invitationUrl);
-      const inspect = await postDashboardAuth(server, "invitation/inspect", { token });
+      const inspect = await dashboardAuthRpc(server, "InspectInvitation", { token });
       expect(await inspect.json()).toMatchObject({
-        organization_name: "Default organisation",
+        organizationName: "Default organisation",
         email: "member@example.com",
-        display_name: "Mia Member",
-        role: "member",
-        invited_by: "Olive Owner <owner@example.com>",
+        displayName: "Mia Member",
+        role: "ROLE_MEMBER",
+        invitedBy: "Olive Owner <owner@example.com>",
       });
       const { cookie: member, accountId } = await createInvitedAccount(server, token, "another good passphrase", "Mia Member");
 
@@ -489,9 +489,9 @@ describe("dashboard operations, through the same code as the public API", () => 
       expect((await ask("ListSecretEnvironments", {}, member)).status).toBe(200);
       expect((await ask("RemoveMember", { accountId })).status).toBe(200);
       expect((await ask("ListApiKeys", {}, member)).status).toBe(401);
-      expect(
-        (await postDashboardAuth(server, "sign-in", { email: "member@example.com", password: "another good passphrase" })).status,
-      ).toBe(401);
+      expect((await dashboardAuthRpc(server, "SignIn", { email: "member@example.com", password: "another good passphrase" })).status).toBe(
+        401,
+      );
     });
 
     test("a member cannot be invited again, nor a pending invitee a second time", async () => {
@@ -509,7 +509,7 @@ describe("dashboard operations, through the same code as the public API", () => 
     test("an operator of another organisation joins it only by accepting its invitation, signed in as themselves", async () => {
       const other = await server.app.tenancy.createOrganization("Second organisation");
       const otherOwner = cookieOf(
-        await postDashboardAuth(server, "setup", {
+        await dashboardAuthRpc(server, "SetUpAccount", {
           token: tokenOf(other.dashboardSetupUrl),
           email: "boss@example.org",
           display_name: "Bo Boss",
@@ -521,7 +521,7 @@ describe("dashboard operations, through the same code as the public API", () => 
       const before = await call<{ organizations: { organizationId: string }[] }>(server, owner, "GetOperatorSession", {});
       expect(before.body.organizations.map((o) => o.organizationId)).toEqual([org]);
       // The link's page cannot create an account that exists: she signs in instead.
-      const create = await postDashboardAuth(server, "invitation/create-account", {
+      const create = await dashboardAuthRpc(server, "CreateInvitedAccount", {
         token: invited.token,
         display_name: "Olive",
         password: "some other passphrase",
@@ -567,17 +567,17 @@ describe("dashboard operations, through the same code as the public API", () => 
       });
       expect((await ask("RemoveMember", { accountId: first.accountId })).status).toBe(200);
       const again = await invite(server, owner, { email: "leaver@example.com", displayName: "Lee" });
-      expect(
-        (await postDashboardAuth(server, "sign-in", { email: "leaver@example.com", password: "leaver first passphrase" })).status,
-      ).toBe(401);
+      expect((await dashboardAuthRpc(server, "SignIn", { email: "leaver@example.com", password: "leaver first passphrase" })).status).toBe(
+        401,
+      );
       const reopened = await createInvitedAccount(server, again.token, "leaver second passphrase", "Lee Again");
       expect(reopened.accountId).toBe(first.accountId);
-      expect(
-        (await postDashboardAuth(server, "sign-in", { email: "leaver@example.com", password: "leaver first passphrase" })).status,
-      ).toBe(401);
-      expect(
-        (await postDashboardAuth(server, "sign-in", { email: "leaver@example.com", password: "leaver second passphrase" })).status,
-      ).toBe(200);
+      expect((await dashboardAuthRpc(server, "SignIn", { email: "leaver@example.com", password: "leaver first passphrase" })).status).toBe(
+        401,
+      );
+      expect((await dashboardAuthRpc(server, "SignIn", { email: "leaver@example.com", password: "leaver second passphrase" })).status).toBe(
+        200,
+      );
     });
 
     test("the last admin can be neither demoted nor removed", async () => {

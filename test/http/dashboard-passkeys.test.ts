@@ -3,7 +3,7 @@ import {
   addMember,
   cookieOf,
   dashboardRpc,
-  postDashboardAuth,
+  dashboardAuthRpc,
   setUpOwner,
   startDashboardServer,
   type DashboardRequestOptions,
@@ -97,17 +97,17 @@ async function addPasskey(on: PasskeyPage, cookie: string, name = ""): Promise<P
   return finished.body.passkey;
 }
 
-/** passkey/begin: the options and this browser's challenge cookie. */
+/** BeginPasskeySignIn: the options and this browser's challenge cookie. */
 async function beginSignIn(email?: string) {
-  const response = await postDashboardAuth(server, "passkey/begin", email === undefined ? {} : { email });
+  const response = await dashboardAuthRpc(server, "BeginPasskeySignIn", email === undefined ? {} : { email });
   expect(response.status).toBe(200);
-  const body = (await response.json()) as { options: OptionsJson; expires_at: string };
+  const body = (await response.json()) as { options: OptionsJson; expiresAt: string };
   return { options: body.options, cookie: cookieOf(response), setCookie: response.headers.get("set-cookie") ?? "" };
 }
 
 async function finishSignIn(credential: unknown, cookie: string | undefined, options: DashboardRequestOptions = {}) {
-  const response = await postDashboardAuth(server, "passkey/finish", { credential }, { ...(cookie ? { cookie } : {}), ...options });
-  return { response, status: response.status, body: (await response.json()) as ErrorBody & { account_id: string; expires_at: string } };
+  const response = await dashboardAuthRpc(server, "FinishPasskeySignIn", { credential }, { ...(cookie ? { cookie } : {}), ...options });
+  return { response, status: response.status, body: (await response.json()) as ErrorBody & { accountId: string; expiresAt: string } };
 }
 
 /** A whole passkey sign-in on `on`; answers the finish. */
@@ -222,7 +222,7 @@ describe("sign-in with a passkey", () => {
   });
 
   test("without typing anything, the passkey signs the operator in with the same session cookie as a password", async () => {
-    const out = await postDashboardAuth(server, "sign-out", {}, { cookie: owner });
+    const out = await dashboardAuthRpc(server, "SignOut", {}, { cookie: owner });
     expect(out.status).toBe(200);
     expect((await rpc("GetOperatorSession", {}, owner)).status).toBe(401);
 
@@ -244,7 +244,7 @@ describe("sign-in with a passkey", () => {
     const session = await rpc<{ operator: { email: string; accountId: string } }>("GetOperatorSession", {}, owner);
     expect(session.status).toBe(200);
     expect(session.body.operator.email).toBe("owner@example.com");
-    expect(finished.body.account_id).toBe(session.body.operator.accountId);
+    expect(finished.body.accountId).toBe(session.body.operator.accountId);
     expect((await rpc("ListApiKeys", { organizationId: server.credentials.organization_id }, owner)).status).toBe(200);
     const listed = await rpc<{ passkeys: PasskeyInfo[] }>("ListOperatorPasskeys", {}, owner);
     expect(listed.body.passkeys.find((p) => p.name === "Sign-in laptop")?.lastUsedAt).toBe(manual.clock().toISOString());
@@ -321,7 +321,7 @@ describe("sign-in with a passkey", () => {
   });
 
   test("passkey sign-in requests from another site's page are refused (no login CSRF)", async () => {
-    const begin = await postDashboardAuth(server, "passkey/begin", {}, { origin: "https://evil.example" });
+    const begin = await dashboardAuthRpc(server, "BeginPasskeySignIn", {}, { origin: "https://evil.example" });
     expect(begin.status).toBe(403);
     expect(begin.headers.get("set-cookie")).toBeNull();
     const begun = await beginSignIn();
@@ -338,7 +338,7 @@ describe("sign-in with a passkey", () => {
     expect(response.status).toBe(400);
     const fields = response.body.details?.[0]?.debug?.violations?.map((v) => v.field) ?? [];
     expect(fields).toEqual(expect.arrayContaining(["credential.id", "credential.type", "credential.rawId"]));
-    const notObject = await postDashboardAuth(server, "passkey/finish", { credential: "text" }, { cookie: begun.cookie });
+    const notObject = await dashboardAuthRpc(server, "FinishPasskeySignIn", { credential: "text" }, { cookie: begun.cookie });
     expect(notObject.status).toBe(400);
   });
 
@@ -414,7 +414,7 @@ describe("with PUBLIC_URL at an IP address", () => {
     const body = (await begin.json()) as ErrorBody;
     expect(reasonOf(body)).toBe("passkeys_unavailable");
     expect(body.message).toContain("http://localhost:");
-    expect((await postDashboardAuth(ipServer, "passkey/begin", {})).status).toBe(400);
+    expect((await dashboardAuthRpc(ipServer, "BeginPasskeySignIn", {})).status).toBe(400);
     expect((await dashboardRpc(ipServer, "ListOperatorPasskeys", {}, { cookie })).status).toBe(200);
   });
 });

@@ -4,7 +4,7 @@ import {
   cookieOf,
   dashboardRpc,
   ownerPassword,
-  postDashboardAuth,
+  dashboardAuthRpc,
   setUpOwner,
   signIn,
   startDashboardServer,
@@ -28,13 +28,14 @@ describe("the owner's one-time setup link", () => {
   });
 
   test("inspecting the link shows no placeholder e-mail and spends nothing", async () => {
-    const response = await postDashboardAuth(server, "setup/inspect", { token: server.setupToken });
+    const response = await dashboardAuthRpc(server, "InspectSetupLink", { token: server.setupToken });
     expect(response.status).toBe(200);
-    expect(await response.json()).toEqual({ email: "", display_name: "Owner" });
+    // proto3 JSON leaves out a field at its default: the empty e-mail address is absent.
+    expect(await response.json()).toEqual({ displayName: "Owner" });
   });
 
   test("setup refuses weak input, listing every problem, and leaves the link usable", async () => {
-    const response = await postDashboardAuth(server, "setup", {
+    const response = await dashboardAuthRpc(server, "SetUpAccount", {
       token: server.setupToken,
       email: "not-an-email",
       display_name: "",
@@ -45,13 +46,13 @@ describe("the owner's one-time setup link", () => {
     expect(body.message).toContain("email");
     expect(body.message).toContain("display_name");
     expect(body.message).toContain("password");
-    expect((await postDashboardAuth(server, "setup/inspect", { token: server.setupToken })).status).toBe(200);
+    expect((await dashboardAuthRpc(server, "InspectSetupLink", { token: server.setupToken })).status).toBe(200);
   });
 
   test("of concurrent uses of the link exactly one sets up the account; later uses are refused", async () => {
     const attempts = await Promise.all(
       Array.from({ length: 4 }, (_, i) =>
-        postDashboardAuth(server, "setup", {
+        dashboardAuthRpc(server, "SetUpAccount", {
           token: server.setupToken,
           email: `owner${i}@example.com`,
           display_name: "Olive Owner",
@@ -69,7 +70,7 @@ describe("the owner's one-time setup link", () => {
     expect(setCookie).toContain("SameSite=Strict");
     expect(setCookie).toContain("Path=/");
     expect(setCookie).not.toContain("Secure");
-    const again = await postDashboardAuth(server, "setup", {
+    const again = await dashboardAuthRpc(server, "SetUpAccount", {
       token: server.setupToken,
       email: "late@example.com",
       display_name: "Late",
@@ -80,24 +81,19 @@ describe("the owner's one-time setup link", () => {
   });
 
   test("an unknown setup token is 404", async () => {
-    const response = await postDashboardAuth(server, "setup/inspect", { token: "A".repeat(43) });
+    const response = await dashboardAuthRpc(server, "InspectSetupLink", { token: "A".repeat(43) });
     expect(response.status).toBe(404);
   });
 
   test("setup and sign-in from another site's page are refused (no login CSRF)", async () => {
-    const response = await postDashboardAuth(
+    const response = await dashboardAuthRpc(
       server,
-      "sign-in",
+      "SignIn",
       { email: "owner0@example.com", password: ownerPassword },
       { origin: "https://evil.example" },
     );
     expect(response.status).toBe(403);
-    const unmarked = await postDashboardAuth(
-      server,
-      "sign-in",
-      { email: "owner0@example.com", password: ownerPassword },
-      { marked: false },
-    );
+    const unmarked = await dashboardAuthRpc(server, "SignIn", { email: "owner0@example.com", password: ownerPassword }, { marked: false });
     expect(unmarked.status).toBe(403);
   });
 });
@@ -115,8 +111,8 @@ describe("operator sign-in, sign-out and session lifetime", () => {
   afterAll(() => server.close());
 
   test("a wrong password and an unknown e-mail give the same 401", async () => {
-    const wrong = await postDashboardAuth(server, "sign-in", { email, password: "not the password at all" });
-    const unknown = await postDashboardAuth(server, "sign-in", { email: "nobody@example.com", password: ownerPassword });
+    const wrong = await dashboardAuthRpc(server, "SignIn", { email, password: "not the password at all" });
+    const unknown = await dashboardAuthRpc(server, "SignIn", { email: "nobody@example.com", password: ownerPassword });
     expect(wrong.status).toBe(401);
     expect(unknown.status).toBe(401);
     expect(((await wrong.json()) as ErrorBody).message).toBe(((await unknown.json()) as ErrorBody).message);
@@ -148,7 +144,7 @@ describe("operator sign-in, sign-out and session lifetime", () => {
   test("sign-out ends the session at once and removes the cookie", async () => {
     const cookie = await signIn(server, email, ownerPassword);
     expect((await dashboardRpc(server, "GetOperatorSession", {}, { cookie })).status).toBe(200);
-    const out = await postDashboardAuth(server, "sign-out", {}, { cookie });
+    const out = await dashboardAuthRpc(server, "SignOut", {}, { cookie });
     expect(out.status).toBe(200);
     expect(out.headers.get("set-cookie")).toContain("Max-Age=0");
     expect((await dashboardRpc(server, "GetOperatorSession", {}, { cookie })).status).toBe(401);
@@ -182,9 +178,9 @@ describe("operator sign-in, sign-out and session lifetime", () => {
     // The rest of the rule (other addresses, passkeys, sign-in links) is in lockout.test.ts.
     const target = "locked@example.com";
     for (let i = 0; i < 5; i++) {
-      expect((await postDashboardAuth(server, "sign-in", { email: target, password: "wrong password" })).status).toBe(401);
+      expect((await dashboardAuthRpc(server, "SignIn", { email: target, password: "wrong password" })).status).toBe(401);
     }
-    const refused = await postDashboardAuth(server, "sign-in", { email: target, password: "wrong password" });
+    const refused = await dashboardAuthRpc(server, "SignIn", { email: target, password: "wrong password" });
     expect(refused.status).toBe(429);
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
   });
@@ -211,7 +207,7 @@ describe("ended sessions are purged from the database", () => {
   test("a later sign-in deletes sessions that ended (idle, expired or signed out and idle), and keeps live ones", async () => {
     const idle = await signIn(server, email, ownerPassword);
     const signedOut = await signIn(server, email, ownerPassword);
-    await postDashboardAuth(server, "sign-out", {}, { cookie: signedOut });
+    await dashboardAuthRpc(server, "SignOut", {}, { cookie: signedOut });
     const idleId = await idOf(idle);
     const signedOutId = await idOf(signedOut);
     expect(idleId).toBeDefined();
@@ -258,7 +254,7 @@ describe("over https", () => {
 
   test("the cookie is Secure and __Host- prefixed, and only pages of the https origin are accepted", async () => {
     expect(server.origin).toBe("https://gatehouse.example");
-    const response = await postDashboardAuth(server, "setup", {
+    const response = await dashboardAuthRpc(server, "SetUpAccount", {
       token: server.setupToken,
       email: "tls@example.com",
       display_name: "T",

@@ -8,13 +8,15 @@ import {
   dashboardRpc,
   invite,
   ownerPassword,
-  postDashboardAuth,
+  dashboardAuthRpc,
+  requestOf,
   setUpOwner,
   startDashboardServer,
   tokenOf,
   type DashboardTestServer,
   type IssuedInvitation,
 } from "../support/dashboard-server.js";
+import { muteGatewayHangUps, watchGateway } from "../support/gateway-control.js";
 import { callIdentity } from "../support/identity-client.js";
 import {
   createCredentialIn,
@@ -31,7 +33,7 @@ import { secretsApi } from "../support/secrets-client.js";
 
 /**
  * Audit of every dashboard operation that takes an id (DashboardService and
- * /dashboard/auth/*): the admin of organisation A names rows of organisation
+ * DashboardAuthService): the admin of organisation A names rows of organisation
  * B. Each must answer exactly as for an id that does not exist (same status,
  * same body but for the id itself) and change nothing of B's. One test per
  * operation; B's rows are made through the real API (browser passkeys
@@ -69,6 +71,9 @@ const b = {
   invitation: { invitationId: "", url: "", token: "" } as IssuedInvitation,
   operatorPasskeyId: "",
   revisions: [] as number[],
+  gatewayKeyId: "",
+  gatewayKey: "",
+  consumerId: "",
 };
 /** One of A's own identities, to pair with B's passkeys and sessions. */
 let identityA = "";
@@ -131,14 +136,14 @@ beforeAll(async () => {
   b.organizationId = org.organizationId;
   b.publishableKey = org.publishableKey;
   b.secretKey = org.secretKey;
-  const setup = await postDashboardAuth(server, "setup", {
+  const setup = await dashboardAuthRpc(server, "SetUpAccount", {
     token: tokenOf(org.dashboardSetupUrl),
     email: "bob@b.test",
     display_name: "Bob B",
     password: "bob's own passphrase",
   });
   b.owner = cookieOf(setup);
-  b.ownerAccountId = ((await setup.json()) as { account_id: string }).account_id;
+  b.ownerAccountId = ((await setup.json()) as { accountId: string }).accountId;
   b.adminKey = (await createApiKey(server, "admin", b.organizationId)).apiKey;
   const key = await server.app.tenancy.createApiKey({ organizationId: b.organizationId, name: "b-deploy", role: "member" });
   b.apiKeyId = key.id;
@@ -177,6 +182,11 @@ beforeAll(async () => {
   ).accountId;
   b.invitation = await invite(server, b.owner, { organizationId: b.organizationId, email: "pending@b.test", role: "ROLE_ADMIN" });
   b.operatorPasskeyId = await addOperatorPasskey(await device(), b.owner);
+  const gatewayKey = await call(b.owner, "CreateGatewayKey", { organizationId: b.organizationId, name: "b-edge" });
+  b.gatewayKeyId = (gatewayKey.body as { gatewayKey: { id: string } }).gatewayKey.id;
+  b.gatewayKey = (gatewayKey.body as { key: string }).key;
+  const consumer = await call(b.owner, "CreateConsumerKey", { organizationId: b.organizationId, name: "b-partner" });
+  b.consumerId = (consumer.body as { consumer: { consumerId: string } }).consumer.consumerId;
 }, 120_000);
 
 afterAll(async () => {
@@ -194,6 +204,43 @@ describe("every DashboardService operation that takes an id acts only on the cal
     ]);
     expect((await asA("RevokeApiKey", { apiKeyId: unknown })).status).toBe(404);
     expect((await server.call(`/organization/${b.organizationId}/config`, { bearer: b.apiKey })).status).toBe(200);
+  });
+
+  test("RevokeGatewayKey: B's gateway key is as unknown as a key that does not exist, and keeps working", async () => {
+    const unknown = randomUUID();
+    const foreign = await asA("RevokeGatewayKey", { gatewayKeyId: b.gatewayKeyId });
+    expect(foreign.status).toBe(404);
+    expectAlike(foreign, await asA("RevokeGatewayKey", { gatewayKeyId: unknown }), [[b.gatewayKeyId, unknown]]);
+    expect((await server.call(`/organization/${b.organizationId}/config`, { bearer: b.gatewayKey })).status).toBe(200);
+    const listed = await call(b.owner, "ListGatewayKeys", { organizationId: b.organizationId });
+    expect(listed.body.gatewayKeys).toEqual([expect.not.objectContaining({ revokedAt: expect.anything() })]);
+  });
+
+  test("RevokeConsumerKey: B's consumer is as unknown as one that does not exist, and stays live", async () => {
+    const unknown = randomUUID();
+    const foreign = await asA("RevokeConsumerKey", { consumerId: b.consumerId });
+    expect(foreign.status).toBe(404);
+    expectAlike(foreign, await asA("RevokeConsumerKey", { consumerId: unknown }), [[b.consumerId, unknown]]);
+    const listed = await call(b.owner, "ListConsumerKeys", { organizationId: b.organizationId, includeRevoked: true });
+    expect(listed.body.consumers).toEqual([expect.objectContaining({ consumerId: b.consumerId })]);
+    expect(listed.body.consumers).toEqual([expect.not.objectContaining({ revokedAt: expect.anything() })]);
+  });
+
+  test("ListGatewayKeys, ListConsumerKeys and ListConnectedGateways: nothing of B's is listed in A", async () => {
+    muteGatewayHangUps();
+    const stream = watchGateway(server.url, b.gatewayKey, { gatewayId: "b-edge.example" });
+    expect((await stream.next()).event.case).toBe("snapshot");
+    const theirs = await call(b.owner, "ListConnectedGateways", { organizationId: b.organizationId });
+    expect(theirs.body.gateways).toEqual([expect.objectContaining({ gatewayId: "b-edge.example", connected: true })]);
+    for (const [method, body] of [
+      ["ListGatewayKeys", { includeRevoked: true }],
+      ["ListConsumerKeys", { includeRevoked: true }],
+      ["ListConnectedGateways", {}],
+    ] as const) {
+      const listed = await asA(method, body);
+      expect({ method, status: listed.status, body: listed.body }).toEqual({ method, status: 200, body: {} });
+    }
+    stream.close();
   });
 
   test("GetIdentityDetails: B's identity is not found", async () => {
@@ -305,7 +352,7 @@ describe("every DashboardService operation that takes an id acts only on the cal
     expectAlike(foreign, await asA("RemoveMember", { accountId: unknown }), [[b.memberAccountId, unknown]]);
     const members = await call(b.owner, "ListMembers", { organizationId: b.organizationId });
     expect((members.body.members as { accountId: string }[]).map((m) => m.accountId)).toContain(b.memberAccountId);
-    expect((await postDashboardAuth(server, "sign-in", { email: "bea@b.test", password: "bea's own passphrase" })).status).toBe(200);
+    expect((await dashboardAuthRpc(server, "SignIn", { email: "bea@b.test", password: "bea's own passphrase" })).status).toBe(200);
   });
 
   test("ReissueInvitation: B's invitation is not found here; B's link keeps working and no link of it is handed out", async () => {
@@ -314,7 +361,7 @@ describe("every DashboardService operation that takes an id acts only on the cal
     expect(foreign.status).toBe(404);
     expectAlike(foreign, await asA("ReissueInvitation", { invitationId: unknown }), [[b.invitation.invitationId, unknown]]);
     expect(JSON.stringify(foreign.body)).not.toContain("#token=");
-    expect((await postDashboardAuth(server, "invitation/inspect", { token: b.invitation.token })).status).toBe(200);
+    expect((await dashboardAuthRpc(server, "InspectInvitation", { token: b.invitation.token })).status).toBe(200);
   });
 
   test("RevokeInvitation: B's invitation is not found here and stays pending", async () => {
@@ -324,7 +371,7 @@ describe("every DashboardService operation that takes an id acts only on the cal
     expectAlike(foreign, await asA("RevokeInvitation", { invitationId: unknown }), [[b.invitation.invitationId, unknown]]);
     const pending = await call(b.owner, "ListInvitations", { organizationId: b.organizationId });
     expect((pending.body.invitations as { invitationId: string }[]).map((i) => i.invitationId)).toEqual([b.invitation.invitationId]);
-    expect((await postDashboardAuth(server, "invitation/inspect", { token: b.invitation.token })).status).toBe(200);
+    expect((await dashboardAuthRpc(server, "InspectInvitation", { token: b.invitation.token })).status).toBe(200);
   });
 
   test("ListInvitations and ListMembers: nothing of B's is listed in A", async () => {
@@ -340,7 +387,7 @@ describe("every DashboardService operation that takes an id acts only on the cal
     expectAlike(foreign, await call(adminA, "AcceptInvitation", { token: "U".repeat(43) }));
     const session = await call(adminA, "GetOperatorSession", {});
     expect((session.body.organizations as { organizationId: string }[]).map((o) => o.organizationId)).toEqual([orgA]);
-    expect((await postDashboardAuth(server, "invitation/inspect", { token: b.invitation.token })).status).toBe(200);
+    expect((await dashboardAuthRpc(server, "InspectInvitation", { token: b.invitation.token })).status).toBe(200);
   });
 
   test("RemoveOperatorPasskey: another operator's passkey is as unknown as none, and stays", async () => {
@@ -386,50 +433,50 @@ describe("every DashboardService operation that takes an id acts only on the cal
   });
 });
 
-describe("every /dashboard/auth endpoint that takes a token, a session or a passkey acts only on its own", () => {
-  test("setup and setup/inspect: an invitation's token is no setup link; the invitation stays usable", async () => {
+describe("every DashboardAuthService RPC that takes a token, a session or a passkey acts only on its own", () => {
+  test("SetUpAccount and InspectSetupLink: an invitation's token is no setup link; the invitation stays usable", async () => {
     const unknown = "U".repeat(43);
     const body = (token: string) => ({ token, email: "grab@a.test", display_name: "Grab", password: "a grabbing passphrase" });
-    for (const action of ["setup/inspect", "setup"]) {
-      const foreign = await postDashboardAuth(server, action, body(b.invitation.token));
-      const none = await postDashboardAuth(server, action, body(unknown));
+    for (const action of ["InspectSetupLink", "SetUpAccount"] as const) {
+      const foreign = await dashboardAuthRpc(server, action, requestOf(action, body(b.invitation.token)));
+      const none = await dashboardAuthRpc(server, action, requestOf(action, body(unknown)));
       expect(foreign.status).toBe(404);
       expect(foreign.headers.get("set-cookie")).toBeNull();
       expect(await foreign.json()).toEqual(await none.json());
     }
-    expect((await postDashboardAuth(server, "invitation/inspect", { token: b.invitation.token })).status).toBe(200);
+    expect((await dashboardAuthRpc(server, "InspectInvitation", { token: b.invitation.token })).status).toBe(200);
   });
 
-  test("invitation/inspect and invitation/create-account: an owner's setup token is no invitation; the setup link stays usable", async () => {
+  test("InspectInvitation and CreateInvitedAccount: an owner's setup token is no invitation; the setup link stays usable", async () => {
     const fresh = await server.app.tenancy.createOrganization("Organisation C");
     const setupToken = tokenOf(fresh.dashboardSetupUrl);
     const body = (token: string) => ({ token, display_name: "Grab", password: "a grabbing passphrase" });
-    for (const action of ["invitation/inspect", "invitation/create-account"]) {
-      const foreign = await postDashboardAuth(server, action, body(setupToken));
-      const none = await postDashboardAuth(server, action, body("U".repeat(43)));
+    for (const action of ["InspectInvitation", "CreateInvitedAccount"] as const) {
+      const foreign = await dashboardAuthRpc(server, action, requestOf(action, body(setupToken)));
+      const none = await dashboardAuthRpc(server, action, requestOf(action, body("U".repeat(43))));
       expect(foreign.status).toBe(404);
       expect(foreign.headers.get("set-cookie")).toBeNull();
       expect(await foreign.json()).toEqual(await none.json());
     }
-    expect((await postDashboardAuth(server, "setup/inspect", { token: setupToken })).status).toBe(200);
+    expect((await dashboardAuthRpc(server, "InspectSetupLink", { token: setupToken })).status).toBe(200);
   });
 
-  test("sign-out ends the caller's own session only", async () => {
-    const mine = cookieOf(await postDashboardAuth(server, "sign-in", { email: "alice@a.test", password: ownerPassword }));
-    expect((await postDashboardAuth(server, "sign-out", {}, { cookie: mine })).status).toBe(200);
+  test("SignOut ends the caller's own session only", async () => {
+    const mine = cookieOf(await dashboardAuthRpc(server, "SignIn", { email: "alice@a.test", password: ownerPassword }));
+    expect((await dashboardAuthRpc(server, "SignOut", {}, { cookie: mine })).status).toBe(200);
     expect((await call(mine, "GetOperatorSession", {})).status).toBe(401);
     expect((await call(b.owner, "GetOperatorSession", {})).status).toBe(200);
     expect((await call(adminA, "GetOperatorSession", {})).status).toBe(200);
   });
 
-  test("passkey/finish: a sign-in begun for A's admin is not finished by B's owner's passkey", async () => {
+  test("FinishPasskeySignIn: a sign-in begun for A's admin is not finished by B's owner's passkey", async () => {
     const bKey = await device();
     await addOperatorPasskey(bKey, b.owner);
-    const begun = await postDashboardAuth(server, "passkey/begin", { email: "alice@a.test" });
+    const begun = await dashboardAuthRpc(server, "BeginPasskeySignIn", { email: "alice@a.test" });
     const challengeCookie = cookieOf(begun);
     const { options } = (await begun.json()) as { options: OptionsJson };
     const assertion = await getAssertionIn(bKey.page, options);
-    const finish = await postDashboardAuth(server, "passkey/finish", { credential: assertion }, { cookie: challengeCookie });
+    const finish = await dashboardAuthRpc(server, "FinishPasskeySignIn", { credential: assertion }, { cookie: challengeCookie });
     expect(finish.status).toBe(401);
     expect(finish.headers.getSetCookie().some((c) => c.startsWith("gatehouse_dashboard="))).toBe(false);
   });

@@ -1,7 +1,7 @@
 import {
   dashboardRpc,
   ownerPassword,
-  postDashboardAuth,
+  dashboardAuthRpc,
   setUpOwner,
   startDashboardServer,
   type DashboardTestServer,
@@ -142,9 +142,9 @@ describe("operators' e-mail addresses and display names", () => {
       { cookie: owner },
     );
     expectRefused({ status: invited.status, body: await invited.json() }, "email", codePoint);
-    const signIn = await postDashboardAuth(server, "sign-in", { email, password: ownerPassword });
+    const signIn = await dashboardAuthRpc(server, "SignIn", { email, password: ownerPassword });
     expectRefused({ status: signIn.status, body: await signIn.json() }, "email", codePoint);
-    const passkey = await postDashboardAuth(server, "passkey/begin", { email });
+    const passkey = await dashboardAuthRpc(server, "BeginPasskeySignIn", { email });
     expectRefused({ status: passkey.status, body: await passkey.json() }, "email", codePoint);
   });
 
@@ -166,10 +166,10 @@ describe("operators' e-mail addresses and display names", () => {
   test("setup refuses such an e-mail address and display name, listing both", async () => {
     const other = await startDashboardServer();
     try {
-      const answer = await postDashboardAuth(other, "setup", {
+      const answer = await dashboardAuthRpc(other, "SetUpAccount", {
         token: other.setupToken,
         email: "owner\u2060@example.com",
-        display_name: "\u202eOwner",
+        displayName: "\u202eOwner",
         password: ownerPassword,
       });
       expect(answer.status).toBe(400);
@@ -181,7 +181,7 @@ describe("operators' e-mail addresses and display names", () => {
   });
 
   test("an operator signs in with the full-width form of their e-mail address", async () => {
-    const answer = await postDashboardAuth(server, "sign-in", { email: "ＯＷＮＥＲ＠ＥＸＡＭＰＬＥ．ＣＯＭ", password: ownerPassword });
+    const answer = await dashboardAuthRpc(server, "SignIn", { email: "ＯＷＮＥＲ＠ＥＸＡＭＰＬＥ．ＣＯＭ", password: ownerPassword });
     expect(answer.status).toBe(200);
   });
 });

@@ -3,7 +3,7 @@ import {
   cookieOf,
   dashboardRpc,
   ownerPassword,
-  postDashboardAuth,
+  dashboardAuthRpc,
   setUpOwner,
   signIn,
   startDashboardServer,
@@ -72,7 +72,12 @@ describe("rotation from the dashboard, followed by an outside verifier", () => {
     orgB = other;
     const setupB = new URLSearchParams(new URL(other.dashboardSetupUrl).hash.slice(1)).get("token") as string;
     ownerB = cookieOf(
-      await postDashboardAuth(server, "setup", { token: setupB, email: "boss@example.org", display_name: "Bo", password: ownerPassword }),
+      await dashboardAuthRpc(server, "SetUpAccount", {
+        token: setupB,
+        email: "boss@example.org",
+        display_name: "Bo",
+        password: ownerPassword,
+      }),
     );
     memberA = (
       await addMember(server, ownerA, {

@@ -1,5 +1,5 @@
 import fc from "fast-check";
-import { diffLines } from "../../src/dashboard/line-diff.js";
+import { diffLines } from "../../src/dashboard/operators/line-diff.js";
 
 const text = (lines: string[]) => lines.map((line) => `${line}\n`).join("");
 

@@ -1,6 +1,7 @@
 import type { CommandGroup } from "../program.js";
 import { registerCompletion } from "./completion.js";
 import { registerGateway } from "./gateway.js";
+import { registerConsumers } from "./consumers.js";
 import { registerInit } from "./init.js";
 import { registerKeys } from "./keys.js";
 import { registerOrgs } from "./orgs.js";
@@ -20,6 +21,7 @@ export const commandGroups: readonly CommandGroup[] = [
   registerInit,
   registerOrgs,
   registerKeys,
+  registerConsumers,
   registerSettings,
   registerSigningKey,
   registerSecrets,

@@ -1,10 +1,6 @@
-import {
-  checkIdentitySettings,
-  effectiveSettings,
-  parseSettingsAssignments,
-  settingsKeyHelp,
-  settingsToJson,
-} from "../../domain/identity/settings.js";
+import { systemClock } from "../../domain/clock.js";
+import { effectiveSettings, parseSettingsAssignments, settingsKeyHelp, settingsToJson } from "../../domain/identity/settings.js";
+import { updateIdentitySettings } from "../../domain/identity/update-identity-settings.js";
 import { createIdentityStore } from "../../storage/identity-store.js";
 import { formatRecord } from "../format.js";
 import { type CommandGroup, examples, helpGroups } from "../program.js";
@@ -62,10 +58,15 @@ export const registerSettings: CommandGroup = (program, cli) => {
       const patch = parseSettingsAssignments(assignments);
       const saved = await withApp(cli.out, "saving settings", async (app) => {
         await requireOrganization(app, options.org);
-        const store = createIdentityStore(app.database.client);
-        const stored = await store.findSettings(options.org);
-        checkIdentitySettings({ ...stored, ...patch }, app.config.publicUrl);
-        return settingsToJson(effectiveSettings(await store.saveSettings(options.org, patch, new Date()), app.config.publicUrl));
+        // The identity domain's change, the dashboard's too: checked as a whole, then saved.
+        const stored = await updateIdentitySettings({
+          store: createIdentityStore(app.database.client),
+          clock: systemClock,
+          publicUrl: app.config.publicUrl,
+          organizationId: options.org,
+          patch,
+        });
+        return settingsToJson(effectiveSettings(stored, app.config.publicUrl));
       });
       cli.out.result(saved, () => formatSettings(saved));
     });

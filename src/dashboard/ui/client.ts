@@ -1,7 +1,7 @@
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
-import { errorFromJson } from "@connectrpc/connect/protocol-connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
+import { DashboardAuthService } from "../../../gen/svc/v1/dashboard_auth_pb.js";
 import { DashboardService } from "../../../gen/svc/v1/dashboard_pb.js";
 import { ErrorDetailSchema } from "../../../gen/svc/v1/errors_pb.js";
 
@@ -20,24 +20,31 @@ export function onSessionEnded(handler: () => void): void {
   sessionEnded = handler;
 }
 
+/**
+ * A DashboardService call refused as unauthenticated means the session has
+ * ended. DashboardAuthService's refusals (a wrong password) mean no such thing.
+ */
 const watchSession: Interceptor = (next) => async (req) => {
   try {
     return await next(req);
   } catch (error) {
-    if (ConnectError.from(error).code === Code.Unauthenticated) sessionEnded?.();
+    if (req.service.typeName === DashboardService.typeName && ConnectError.from(error).code === Code.Unauthenticated) sessionEnded?.();
     throw error;
   }
 };
 
-/** The typed DashboardService client; the session cookie goes along (same origin). */
-export const api = createClient(
-  DashboardService,
-  createConnectTransport({
-    baseUrl: location.origin,
-    interceptors: [markDashboard, watchSession],
-    fetch: (input, init) => fetch(input, { ...init, credentials: "same-origin" }),
-  }),
-);
+/** One Connect transport for both dashboard services; the cookies go along (same origin). */
+const transport = createConnectTransport({
+  baseUrl: location.origin,
+  interceptors: [markDashboard, watchSession],
+  fetch: (input, init) => fetch(input, { ...init, credentials: "same-origin" }),
+});
+
+/** The typed DashboardService client: every page's operations, with the session cookie. */
+export const api = createClient(DashboardService, transport);
+
+/** The typed DashboardAuthService client: sign-in, setup, invitations, sign-out (they set and clear the cookie). */
+export const authApi = createClient(DashboardAuthService, transport);
 
 /** One problem with one field, as the server lists it. */
 export interface FieldProblem {
@@ -70,30 +77,4 @@ export function isSignedOut(error: unknown): boolean {
 
 export function dateOf(timestamp: Timestamp | undefined): Date | undefined {
   return timestamp ? timestampDate(timestamp) : undefined;
-}
-
-/** POSTs JSON to one of the /dashboard/auth/* endpoints; failures become ConnectErrors with their details. */
-export async function postAuth<T>(
-  path:
-    | "setup/inspect"
-    | "setup"
-    | "invitation/inspect"
-    | "invitation/create-account"
-    | "sign-in"
-    | "sign-in/link"
-    | "sign-out"
-    | "passkey/begin"
-    | "passkey/finish",
-  body: Record<string, unknown>,
-): Promise<T> {
-  const response = await fetch(`/dashboard/auth/${path}`, {
-    method: "POST",
-    credentials: "same-origin",
-    headers: { "content-type": "application/json", [dashboardHeader]: "1" },
-    body: JSON.stringify(body),
-  });
-  const payload: unknown = await response.json().catch(() => null);
-  if (response.ok) return payload as T;
-  const fallback = new ConnectError(`request failed (${response.status})`, Code.Unknown);
-  throw payload === null ? fallback : errorFromJson(payload as Parameters<typeof errorFromJson>[0], undefined, fallback);
 }

@@ -1,10 +1,12 @@
 import { Role } from "../../../gen/svc/v1/auth_pb.js";
+import { SignInState } from "../../../gen/svc/v1/dashboard_auth_pb.js";
 import type { GetOperatorSessionResponse } from "../../../gen/svc/v1/dashboard_pb.js";
-import { api, isSignedOut, onSessionEnded, postAuth, problemOf } from "./client.js";
+import { api, authApi, isSignedOut, onSessionEnded, problemOf } from "./client.js";
 import type { PageContext } from "./context.js";
 import { button, h, replace, select } from "./dom.js";
 import { renderApiKeys } from "./pages/api-keys.js";
 import { renderConfiguration } from "./pages/configuration.js";
+import { renderGateways } from "./pages/gateways.js";
 import { renderIdentities, renderIdentity } from "./pages/identities.js";
 import { renderIdentityKeys } from "./pages/identity-keys.js";
 import { renderIdentitySettings } from "./pages/identity-settings.js";
@@ -29,6 +31,7 @@ const navigation: { path: string; label: string }[] = [
   { path: "/dashboard/identities", label: "Identities" },
   { path: "/dashboard/secrets", label: "Secrets" },
   { path: "/dashboard/configuration", label: "Configuration" },
+  { path: "/dashboard/gateways", label: "Gateways" },
   { path: "/dashboard/members", label: "Members" },
   { path: "/dashboard/passkeys", label: "Your passkeys" },
 ];
@@ -46,6 +49,7 @@ const routes: Route[] = [
   { pattern: /^\/dashboard\/identities\/(?<id>[0-9a-f-]{36})$/, title: "Identity", nav: "/dashboard/identities", render: renderIdentity },
   { pattern: /^\/dashboard\/secrets$/, title: "Secrets", nav: "/dashboard/secrets", render: renderSecrets },
   { pattern: /^\/dashboard\/configuration$/, title: "Configuration", nav: "/dashboard/configuration", render: renderConfiguration },
+  { pattern: /^\/dashboard\/gateways$/, title: "Gateways", nav: "/dashboard/gateways", render: renderGateways },
   { pattern: /^\/dashboard\/members$/, title: "Members", nav: "/dashboard/members", render: renderMembers },
   { pattern: /^\/dashboard\/passkeys$/, title: "Your passkeys", nav: "/dashboard/passkeys", render: renderPasskeys },
 ];
@@ -61,16 +65,22 @@ function navigate(path: string, options: { replace?: boolean } = {}): void {
   void render();
 }
 
-function signedOut(message = "Your dashboard session has ended: sign in again."): void {
+const sessionEndedNotice = "Your dashboard session has ended: sign in again.";
+
+/**
+ * Sends the operator to sign in, and back to this page afterwards. `message`
+ * greets them there: why they have to sign in again, or nothing on a first
+ * visit (or after signing out), which is no news.
+ */
+function signedOut(message: string | null = sessionEndedNotice): void {
   // Pages that work without a session handle its absence themselves.
   if (["/dashboard/sign-in", "/dashboard/setup", "/dashboard/invitation"].some((p) => location.pathname.startsWith(p))) return;
   session = null;
   notice = message;
-  const next = location.pathname;
-  navigate(
-    `/dashboard/sign-in${next.startsWith("/dashboard/") && !next.startsWith("/dashboard/sign-in") ? `?next=${encodeURIComponent(next)}` : ""}`,
-    { replace: true },
-  );
+  // Back to the page asked for; the dashboard's front door needs no way back (sign-in leads there anyway).
+  const next = location.pathname.replace(/\/+$/, "");
+  const back = next.startsWith("/dashboard/") && !next.startsWith("/dashboard/sign-in");
+  navigate(`/dashboard/sign-in${back ? `?next=${encodeURIComponent(next)}` : ""}`, { replace: true });
 }
 
 function currentOrganization(s: GetOperatorSessionResponse): string | undefined {
@@ -88,7 +98,7 @@ function shell(s: GetOperatorSessionResponse, organizationId: string, active: st
   });
   const main = h("main", { id: "main", tabindex: "-1" });
   const signOut = button("Sign out", async () => {
-    await postAuth("sign-out", {}).catch(() => undefined);
+    await authApi.signOut({}).catch(() => undefined);
     session = null;
     notice = "You have signed out.";
     navigate("/dashboard/sign-in", { replace: true });
@@ -160,9 +170,14 @@ async function render(): Promise<void> {
   }
   if (!session) {
     try {
+      // Asked first, so that a page load without a live session makes no request that fails (no 401 in the console)
+      // and the sign-in page can tell a first visit from a session that has ended.
+      const { state } = await authApi.getSignInState({});
+      if (state === SignInState.SIGNED_OUT) return signedOut(null);
+      if (state === SignInState.ENDED) return signedOut();
       session = await api.getOperatorSession({});
     } catch (error) {
-      if (isSignedOut(error)) return signedOut("Sign in to use the dashboard.");
+      if (isSignedOut(error)) return signedOut();
       replace(
         root,
         h("main", { class: "standalone" }, h("h1", {}, "The dashboard cannot load"), h("p", { role: "alert" }, problemOf(error).message)),

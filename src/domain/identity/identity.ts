@@ -393,6 +393,31 @@ export function createIdentity(deps: IdentityDeps) {
       return deps.sessions.verifySessionToken(token, { organizationId: caller.organizationId });
     },
 
+    /**
+     * Operators (the dashboard): revokes one session of an identity of the
+     * organisation, or, with an empty sessionId, every live one. The tokens
+     * stop validating at once and the revocation is announced like any other
+     * (the store of identityFor tells every instance's gateways). Answers how
+     * many sessions this call revoked (0 when they were revoked already).
+     */
+    async revokeIdentitySessions(organizationId: string, input: { identityId: string; sessionId: string }): Promise<{ revoked: number }> {
+      const violations: Violation[] = [];
+      const identityId = readUuid(input.identityId, "identity_id", violations);
+      const all = input.sessionId.trim() === "";
+      const sessionId = all ? "" : readUuid(input.sessionId, "session_id", violations);
+      assertValid(violations);
+      if (!(await deps.store.findIdentity(organizationId, identityId))) {
+        throw new DomainError("not_found", "identity_not_found", `identity ${identityId} does not exist`);
+      }
+      if (all) return { revoked: await deps.store.revokeSessionsOf(organizationId, identityId, null, deps.clock()) };
+      const session = await deps.store.findSession(organizationId, sessionId);
+      if (!session || session.identityId !== identityId) {
+        throw new DomainError("not_found", "session_not_found", `session ${sessionId} of this identity does not exist`);
+      }
+      if (session.revokedAt !== null) return { revoked: 0 };
+      return { revoked: (await deps.sessions.revokeSession(organizationId, sessionId)) ? 1 : 0 };
+    },
+
     /** Revokes one session; its token stops validating at once. Revoking a revoked session is a no-op. */
     async revokeSession(caller: Caller, input: { sessionId: string }): Promise<void> {
       const violations: Violation[] = [];

@@ -11,7 +11,8 @@ import {
 import type { TenancyStore, Role } from "../../storage/tenancy-store.js";
 import type { RotatedSigningKey } from "../identity/sessions.js";
 import type { Clock } from "../clock.js";
-import { DomainError, invalidArgument } from "../errors.js";
+import { DomainError, invalidArgument, type Violation } from "../errors.js";
+import { readUuid } from "../identity/identifiers.js";
 
 export interface TenancyDeps {
   /** Runs fn with a store bound to one transaction. */
@@ -143,6 +144,30 @@ export function createTenancy(deps: TenancyDeps) {
         }
         return createApiKeyWith(store, { organizationId: input.organizationId, name, role: input.role as Role });
       });
+    },
+
+    /**
+     * Revokes an API key (operators: the dashboard and `gatehouse keys
+     * revoke`): it is refused (401) from then on, and every instance stops
+     * trusting what it cached about it. With an organisation, the key must
+     * be one of its members' (an id of another organisation is not_found,
+     * like one that does not exist). Answers whether this call revoked it:
+     * false when it was revoked already (or, without an organisation, does
+     * not exist), which changes nothing.
+     */
+    async revokeApiKey(input: { apiKeyId: string; organizationId?: string }): Promise<{ revoked: boolean }> {
+      const violations: Violation[] = [];
+      const id = readUuid(input.apiKeyId, "api_key_id", violations);
+      if (violations.length > 0) throw invalidArgument(violations);
+      const revoked = await deps.transaction(async (store) => {
+        const { organizationId } = input;
+        if (organizationId !== undefined && !(await store.listApiKeys(organizationId)).some((key) => key.id === id)) {
+          throw new DomainError("not_found", "api_key_not_found", `API key ${id} does not exist in this organisation`);
+        }
+        return store.revokeApiKey(id, deps.clock());
+      });
+      if (revoked) await deps.credentialsChanged?.();
+      return { revoked };
     },
 
     /** Rotates the organisation's secret (or publishable) key; the new key is returned once. */

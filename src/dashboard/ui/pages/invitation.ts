@@ -1,19 +1,12 @@
+import type { JsonObject } from "@bufbuild/protobuf";
 import { browserSupportsWebAuthn, startAuthentication, type PublicKeyCredentialRequestOptionsJSON } from "@simplewebauthn/browser";
-import { api, isSignedOut, postAuth, problemOf } from "../client.js";
+import { Role } from "../../../../gen/svc/v1/auth_pb.js";
+import { SignInState, type InspectInvitationResponse } from "../../../../gen/svc/v1/dashboard_auth_pb.js";
+import { api, authApi, dateOf, isSignedOut, problemOf } from "../client.js";
 import { button, field, h, input, replace, statusRegion, time } from "../dom.js";
 import { clearErrors, showProblem } from "../forms.js";
 import { passkeyPromptProblem } from "./passkeys.js";
 import { standalone } from "./sign-in.js";
-
-/** What `POST /dashboard/auth/invitation/inspect` says about an invitation link. */
-interface InvitationPreview {
-  organization_name: string;
-  email: string;
-  display_name: string;
-  role: "admin" | "member";
-  invited_by: string;
-  expires_at: string;
-}
 
 const tokenKey = "gatehouse-invitation-token";
 
@@ -36,9 +29,9 @@ export async function renderInvitation(root: HTMLElement, options: { joined(orga
     replace(root, standalone(title, h("p", { role: "alert" }, "This page needs the invitation link that an admin gave you.")));
     return;
   }
-  let invitation: InvitationPreview;
+  let invitation: InspectInvitationResponse;
   try {
-    invitation = await postAuth<InvitationPreview>("invitation/inspect", { token });
+    invitation = await authApi.inspectInvitation({ token });
   } catch (error) {
     replace(
       root,
@@ -50,11 +43,14 @@ export async function renderInvitation(root: HTMLElement, options: { joined(orga
     );
     return;
   }
+  // Asked first, so that a visitor without a session makes no request that fails.
   let signedInAs: string | null = null;
-  try {
-    signedInAs = (await api.getOperatorSession({})).operator?.email ?? null;
-  } catch (error) {
-    if (!isSignedOut(error)) throw error;
+  if ((await authApi.getSignInState({})).state === SignInState.SIGNED_IN) {
+    try {
+      signedInAs = (await api.getOperatorSession({})).operator?.email ?? null;
+    } catch (error) {
+      if (!isSignedOut(error)) throw error;
+    }
   }
 
   const status = statusRegion();
@@ -70,16 +66,16 @@ export async function renderInvitation(root: HTMLElement, options: { joined(orga
   const summary = h(
     "p",
     { "data-testid": "invitation-summary" },
-    `${invitation.invited_by || "An admin"} invited `,
+    `${invitation.invitedBy || "An admin"} invited `,
     h("strong", {}, invitation.email),
-    ` to ${invitation.organization_name} as ${invitation.role === "admin" ? "an admin" : "a member"}. The link works once, until `,
-    time(new Date(invitation.expires_at)),
+    ` to ${invitation.organizationName} as ${invitation.role === Role.ADMIN ? "an admin" : "a member"}. The link works once, until `,
+    time(dateOf(invitation.expiresAt)),
     ".",
   );
 
   if (signedInAs === invitation.email) {
     const acceptButton = button(
-      `Join ${invitation.organization_name}`,
+      `Join ${invitation.organizationName}`,
       async () => {
         acceptButton.disabled = true;
         status.show("Joining…");
@@ -100,7 +96,7 @@ export async function renderInvitation(root: HTMLElement, options: { joined(orga
 
   if (signedInAs !== null) {
     const signOut = button("Sign out", async () => {
-      await postAuth("sign-out", {}).catch(() => undefined);
+      await authApi.signOut({}).catch(() => undefined);
       await renderInvitation(root, options);
     });
     replace(
@@ -121,7 +117,7 @@ export async function renderInvitation(root: HTMLElement, options: { joined(orga
   }
 
   // Not signed in: a new person creates the invited address's account; someone who has it signs in.
-  const name = field("Your name", input({ autocomplete: "name", required: true, maxlength: 100, value: invitation.display_name }), {
+  const name = field("Your name", input({ autocomplete: "name", required: true, maxlength: 100, value: invitation.displayName }), {
     name: "display_name",
     hint: "Shown in the dashboard and in audit trails.",
   });
@@ -155,12 +151,8 @@ export async function renderInvitation(root: HTMLElement, options: { joined(orga
     createSubmit.disabled = true;
     createStatus.show("Creating your account…");
     try {
-      const created = await postAuth<{ organization_id: string }>("invitation/create-account", {
-        token,
-        display_name: name.control.value,
-        password: newPassword.control.value,
-      });
-      joined(created.organization_id);
+      const created = await authApi.createInvitedAccount({ token, displayName: name.control.value, password: newPassword.control.value });
+      joined(created.organizationId);
     } catch (error) {
       showProblem(error, createFields, createStatus);
     } finally {
@@ -199,7 +191,7 @@ export async function renderInvitation(root: HTMLElement, options: { joined(orga
     signInSubmit.disabled = true;
     void signInAndAccept(
       async () => {
-        await postAuth("sign-in", { email: invitation.email, password: password.control.value });
+        await authApi.signIn({ email: invitation.email, password: password.control.value });
         return true;
       },
       () => {
@@ -212,15 +204,16 @@ export async function renderInvitation(root: HTMLElement, options: { joined(orga
     passkeyButton.disabled = true;
     void signInAndAccept(
       async () => {
-        const begun = await postAuth<{ options: PublicKeyCredentialRequestOptionsJSON }>("passkey/begin", { email: invitation.email });
-        let credential: unknown;
+        const begun = await authApi.beginPasskeySignIn({ email: invitation.email });
+        let credential: JsonObject;
         try {
-          credential = await startAuthentication({ optionsJSON: begun.options });
+          const optionsJSON = (begun.options ?? {}) as unknown as PublicKeyCredentialRequestOptionsJSON;
+          credential = (await startAuthentication({ optionsJSON })) as unknown as JsonObject;
         } catch (error) {
           signInStatus.show(passkeyPromptProblem(error), "error");
           return false;
         }
-        await postAuth("passkey/finish", { credential });
+        await authApi.finishPasskeySignIn({ credential });
         return true;
       },
       () => {

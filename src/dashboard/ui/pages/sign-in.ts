@@ -1,5 +1,6 @@
+import type { JsonObject } from "@bufbuild/protobuf";
 import { browserSupportsWebAuthn, startAuthentication, type PublicKeyCredentialRequestOptionsJSON } from "@simplewebauthn/browser";
-import { postAuth } from "../client.js";
+import { authApi } from "../client.js";
 import { button, field, h, input, replace, statusRegion } from "../dom.js";
 import { clearErrors, showProblem } from "../forms.js";
 import { passkeyPromptProblem } from "./passkeys.js";
@@ -36,7 +37,7 @@ export function renderSignIn(root: HTMLElement, options: { notice: string | null
     status.show("Signing in…");
     submit.disabled = true;
     try {
-      await postAuth("sign-in", { email: email.control.value, password: password.control.value });
+      await authApi.signIn({ email: email.control.value, password: password.control.value });
       options.onSignedIn();
     } catch (error) {
       showProblem(error, fields, status);
@@ -51,16 +52,17 @@ export function renderSignIn(root: HTMLElement, options: { notice: string | null
     passkeyButton.disabled = true;
     passkeyStatus.show("Waiting for your passkey…");
     try {
-      const begun = await postAuth<{ options: PublicKeyCredentialRequestOptionsJSON }>("passkey/begin", { email: email.control.value });
-      let credential: unknown;
+      const begun = await authApi.beginPasskeySignIn({ email: email.control.value });
+      let credential: JsonObject;
       try {
-        credential = await startAuthentication({ optionsJSON: begun.options });
+        const optionsJSON = (begun.options ?? {}) as unknown as PublicKeyCredentialRequestOptionsJSON;
+        credential = (await startAuthentication({ optionsJSON })) as unknown as JsonObject;
       } catch (error) {
         passkeyStatus.show(passkeyPromptProblem(error), "error");
         return;
       }
       passkeyStatus.show("Signing in…");
-      await postAuth("passkey/finish", { credential });
+      await authApi.finishPasskeySignIn({ credential });
       options.onSignedIn();
     } catch (error) {
       showProblem(error, fields, passkeyStatus);
@@ -94,7 +96,7 @@ export function renderSignIn(root: HTMLElement, options: { notice: string | null
   email.control.focus();
   if (link) {
     status.show("Signing in with your one-time link…");
-    postAuth("sign-in/link", { token: link }).then(
+    authApi.signInWithLink({ token: link }).then(
       () => options.onSignedIn(),
       (error: unknown) => showProblem(error, {}, status),
     );
@@ -132,9 +134,9 @@ export async function renderSetup(root: HTMLElement, options: { navigate(path: s
     );
     return;
   }
-  let invited = { email: "", display_name: "" };
+  let invited = { email: "", displayName: "" };
   try {
-    invited = await postAuth<{ email: string; display_name: string }>("setup/inspect", { token });
+    invited = await authApi.inspectSetupLink({ token });
   } catch (error) {
     const problem = showProblem(error, {}, status);
     replace(
@@ -153,7 +155,7 @@ export async function renderSetup(root: HTMLElement, options: { navigate(path: s
   });
   const displayName = field(
     "Your name",
-    input({ autocomplete: "name", required: true, value: invited.display_name === "Owner" ? "" : invited.display_name }),
+    input({ autocomplete: "name", required: true, value: invited.displayName === "Owner" ? "" : invited.displayName }),
     {
       name: "display_name",
       hint: "Shown in the dashboard and in audit trails.",
@@ -189,10 +191,10 @@ export async function renderSetup(root: HTMLElement, options: { navigate(path: s
     submit.disabled = true;
     status.show("Setting up…");
     try {
-      await postAuth("setup", {
+      await authApi.setUpAccount({
         token,
         email: email.control.value,
-        display_name: displayName.control.value,
+        displayName: displayName.control.value,
         password: password.control.value,
       });
       sessionStorage.removeItem("gatehouse-setup-token");

@@ -3,7 +3,7 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { ServerResponse } from "node:http";
-import type { ExtraRoute } from "../server/http-server.js";
+import type { ExtraRoute } from "../../server/http-server.js";
 
 /** Where scripts/build.mjs writes the dashboard UI, relative to the package root. */
 export const dashboardBuildDir = join("dist", "dashboard");

@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { isIP } from "node:net";
 import type { PublicKeyCredentialCreationOptionsJSON, PublicKeyCredentialRequestOptionsJSON } from "@simplewebauthn/server";
-import { hashToken, newOpaqueToken, systemRandom, type RandomSource } from "../crypto/tokens.js";
-import type { Clock } from "../domain/clock.js";
-import { DomainError, invalidArgument, type Violation } from "../domain/errors.js";
-import { invisibleCharacterProblem, normalizeIdentifier, readUuid } from "../domain/identity/identifiers.js";
-import { creationOptions, requestOptions } from "../domain/passkeys/passkey-options.js";
+import { hashToken, newOpaqueToken, systemRandom, type RandomSource } from "../../crypto/tokens.js";
+import type { Clock } from "../../domain/clock.js";
+import { DomainError, invalidArgument, type Violation } from "../../domain/errors.js";
+import { invisibleCharacterProblem, normalizeIdentifier, readUuid } from "../../domain/identity/identifiers.js";
+import { creationOptions, requestOptions } from "../../domain/passkeys/passkey-options.js";
 import {
   ceremonyTtlSeconds,
   maxPasskeysPerIdentity,
@@ -14,14 +14,19 @@ import {
   readOptionalName,
   readRegistrationCredential,
   userIdOfUserHandle,
-} from "../domain/passkeys/passkey-rules.js";
+} from "../../domain/passkeys/passkey-rules.js";
 import {
   refusalMessages,
   verifyPasskeyAssertion,
   verifyPasskeyRegistration,
   type RefusalReason,
-} from "../domain/passkeys/verify-passkey-response.js";
-import type { DashboardStore, OperatorChallengeKind, OperatorChallengeRecord, OperatorPasskeyRecord } from "../storage/dashboard-store.js";
+} from "../../domain/passkeys/verify-passkey-response.js";
+import type {
+  DashboardStore,
+  OperatorChallengeKind,
+  OperatorChallengeRecord,
+  OperatorPasskeyRecord,
+} from "../../storage/dashboard-store.js";
 import type { OperatorSessions, StartedSession } from "./operator-sessions.js";
 
 /** The most passkeys one operator account may hold (as for an identity). */

@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
-import { hashToken, newOpaqueToken, systemRandom, type RandomSource } from "../crypto/tokens.js";
-import type { Clock } from "../domain/clock.js";
-import { DomainError, invalidArgument, type Violation } from "../domain/errors.js";
-import type { PasswordHasher } from "../domain/identity/password-hasher.js";
-import { checkNewPassword } from "../domain/identity/password-policy.js";
-import type { InvitationRecord } from "../storage/dashboard-store.js";
-import type { Role } from "../storage/tenancy-store.js";
+import { hashToken, newOpaqueToken, systemRandom, type RandomSource } from "../../crypto/tokens.js";
+import type { Clock } from "../../domain/clock.js";
+import { DomainError, invalidArgument, type Violation } from "../../domain/errors.js";
+import type { PasswordHasher } from "../../domain/identity/password-hasher.js";
+import { checkNewPassword } from "../../domain/identity/password-policy.js";
+import type { InvitationRecord } from "../../storage/dashboard-store.js";
+import type { Role } from "../../storage/tenancy-store.js";
 import type { MembersTransactionStores } from "./members.js";
 import type { OperatorSessions, StartedSession } from "./operator-sessions.js";
 import { readDisplayName, readEmail } from "./operator-sessions.js";
@@ -96,9 +96,10 @@ function readToken(raw: string, violations: Violation[]): string {
 export function createInvitations(deps: InvitationsDeps) {
   const random = deps.random ?? systemRandom;
 
-  function newToken(): { token: string; tokenHash: string; expiresAt: Date } {
+  /** A new link's token, valid for 7 days from `now` (one reading of the clock, so an invitation lasts exactly that). */
+  function newToken(now: Date): { token: string; tokenHash: string; expiresAt: Date } {
     const token = newOpaqueToken(random);
-    return { token, tokenHash: hashToken(token), expiresAt: new Date(deps.clock().getTime() + invitationLifetimeSeconds * 1000) };
+    return { token, tokenHash: hashToken(token), expiresAt: new Date(now.getTime() + invitationLifetimeSeconds * 1000) };
   }
 
   /** The invitation of a token, if it can still be accepted now. */
@@ -126,7 +127,8 @@ export function createInvitations(deps: InvitationsDeps) {
       if (input.role === null) violations.push({ field: "role", description: "must be ROLE_ADMIN or ROLE_MEMBER" });
       if (violations.length > 0) throw invalidArgument(violations);
       const role = input.role as Role;
-      const { token, tokenHash, expiresAt } = newToken();
+      const now = deps.clock();
+      const { token, tokenHash, expiresAt } = newToken(now);
       const invitation: InvitationRecord = {
         id: randomUUID(),
         organizationId,
@@ -135,7 +137,7 @@ export function createInvitations(deps: InvitationsDeps) {
         role,
         invitedById,
         invitedBy: "",
-        createdAt: deps.clock(),
+        createdAt: now,
         expiresAt,
       };
       try {
@@ -170,7 +172,7 @@ export function createInvitations(deps: InvitationsDeps) {
      * they hold the link.
      */
     async reissue(organizationId: string, invitationId: string, reissuedById: string): Promise<IssuedInvitation> {
-      const { token, tokenHash, expiresAt } = newToken();
+      const { token, tokenHash, expiresAt } = newToken(deps.clock());
       if (!(await deps.store.replaceInvitationToken(organizationId, invitationId, { tokenHash, expiresAt, invitedById: reissuedById }))) {
         throw invitationNotFound(invitationId);
       }

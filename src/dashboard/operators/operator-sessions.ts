@@ -1,26 +1,24 @@
 import { randomUUID } from "node:crypto";
-import { hashToken, newOpaqueToken, systemRandom, type RandomSource } from "../crypto/tokens.js";
-import type { Clock } from "../domain/clock.js";
-import { DomainError, invalidArgument, type Violation } from "../domain/errors.js";
-import { invisibleCharacterProblem, normalizeIdentifier } from "../domain/identity/identifiers.js";
-import { createLimitsHousekeeping } from "../domain/identity/limits.js";
-import { createKeyedSerializer, identifierFailureLimit, lockoutRefusal, type LockoutPolicy } from "../domain/identity/lockout.js";
-import type { HashingClient, PasswordHasher } from "../domain/identity/password-hasher.js";
-import { checkNewPassword } from "../domain/identity/password-policy.js";
+import { hashToken, newOpaqueToken, systemRandom, type RandomSource } from "../../crypto/tokens.js";
+import type { Clock } from "../../domain/clock.js";
+import { DomainError, invalidArgument, type Violation } from "../../domain/errors.js";
+import { invisibleCharacterProblem, normalizeIdentifier } from "../../domain/identity/identifiers.js";
+import { createLimitsHousekeeping } from "../../domain/identity/limits.js";
+import { createKeyedSerializer, identifierFailureLimit, lockoutRefusal, type LockoutPolicy } from "../../domain/identity/lockout.js";
+import type { HashingClient, PasswordHasher } from "../../domain/identity/password-hasher.js";
+import { checkNewPassword } from "../../domain/identity/password-policy.js";
 import {
   createRefusalDelay,
   createSignInGate,
   createWindowLimiter,
   defaultSignInLimits,
   type SignInLimits,
-} from "../domain/identity/sign-in-limits.js";
-import type { Principal } from "../interceptors/auth.js";
-import { clientBucketOf } from "../server/client-address.js";
-import type { DashboardStore, OperatorAccountRecord, OperatorSessionRecord } from "../storage/dashboard-store.js";
-import type { IdentityStore } from "../storage/identity-store.js";
-import type { Role } from "../storage/tenancy-store.js";
-import { checkSameOrigin, type HeaderReader } from "./request-guard.js";
-import { readSessionCookie } from "./session-cookie.js";
+} from "../../domain/identity/sign-in-limits.js";
+import type { Principal } from "../../interceptors/auth.js";
+import { clientBucketOf } from "../../server/client-address.js";
+import type { DashboardStore, OperatorAccountRecord, OperatorSessionRecord } from "../../storage/dashboard-store.js";
+import type { IdentityStore } from "../../storage/identity-store.js";
+import type { Role } from "../../storage/tenancy-store.js";
 
 /** How long a dashboard session lasts without a request, and at most. */
 export interface SessionLifetimes {
@@ -68,8 +66,6 @@ export interface OperatorSessionsDeps {
   hasher: PasswordHasher;
   clock: Clock;
   random?: RandomSource;
-  /** PUBLIC_URL: the only origin whose pages may use the dashboard. */
-  publicUrl: string;
   lifetimes?: SessionLifetimes;
   /** Called when recording a session's last use fails; never fails the request. */
   onTouchError?: (error: unknown) => void;
@@ -118,15 +114,18 @@ export function readDisplayName(raw: string, field: string, violations: Violatio
   return name;
 }
 
+/** Whether a browser's session token (if any) names a live session: what the sign-in page greets with. */
+export type SignInState = "signed_out" | "ended" | "signed_in";
+
 /**
  * Operators' dashboard sessions: the one-time setup of an account, password
- * sign-in, sign-out, and the cookie check every dashboard RPC runs (the
- * DashboardAuthenticator of the auth interceptor).
+ * sign-in, sign-out, and the session check every dashboard RPC runs (the
+ * DashboardAuthenticator of the auth interceptor). Sessions are named by an
+ * opaque token; how it travels (a cookie) is the HTTP side's business.
  */
 export function createOperatorSessions(deps: OperatorSessionsDeps) {
   const random = deps.random ?? systemRandom;
   const lifetimes = deps.lifetimes ?? defaultSessionLifetimes;
-  const expectedOrigin = new URL(deps.publicUrl).origin;
   let lastPurge = Number.NEGATIVE_INFINITY;
   const signInLimits = { ...defaultSignInLimits, ...deps.signInLimits };
   const gate = createSignInGate(signInLimits);
@@ -369,14 +368,27 @@ export function createOperatorSessions(deps: OperatorSessionsDeps) {
     },
 
     /**
-     * The DashboardAuthenticator: a live session cookie (else 401), a request
-     * from a page of PUBLIC_URL's origin with the dashboard header (else 403),
-     * and membership of the organisation the request names (else 404).
+     * Whether a token (null: the browser sent none) names a live session,
+     * without extending it (the session's last use is not recorded).
      */
-    async authenticate(header: HeaderReader, organizationId: string | undefined): Promise<DashboardPrincipal> {
-      const { session, account } = await liveSession(readSessionCookie(header.get("cookie"), deps.publicUrl));
-      const forged = checkSameOrigin(header, expectedOrigin);
-      if (forged) throw forged;
+    async signInState(token: string | null): Promise<SignInState> {
+      if (token === null) return "signed_out";
+      try {
+        await liveSession(token);
+        return "signed_in";
+      } catch (error) {
+        if (error instanceof DomainError && error.kind === "unauthenticated") return "ended";
+        throw error;
+      }
+    },
+
+    /**
+     * The DashboardAuthenticator: a live session (else 401) and membership of
+     * the organisation the request names (else 404). That the request came
+     * from a dashboard page is the request guard's to check, before this runs.
+     */
+    async authenticate(token: string | null, organizationId: string | undefined): Promise<DashboardPrincipal> {
+      const { session, account } = await liveSession(token);
       const now = deps.clock();
       if (now.getTime() - session.lastSeenAt.getTime() >= touchResolutionMs) {
         deps.store.touchSession(session.id, now).catch((error: unknown) => deps.onTouchError?.(error));

@@ -1,10 +1,10 @@
 import { randomUUID } from "node:crypto";
-import { hashToken, newOpaqueToken, systemRandom, type RandomSource } from "../crypto/tokens.js";
-import { systemClock, type Clock } from "../domain/clock.js";
-import { DomainError, invalidArgument, type Violation } from "../domain/errors.js";
-import type { Database } from "../storage/database.js";
-import { createDashboardStore, type DashboardStore } from "../storage/dashboard-store.js";
-import { createSignInLinkStore, type SignInLinkStore } from "../storage/sign-in-link-store.js";
+import { hashToken, newOpaqueToken, systemRandom, type RandomSource } from "../../crypto/tokens.js";
+import { systemClock, type Clock } from "../../domain/clock.js";
+import { DomainError, invalidArgument, type Violation } from "../../domain/errors.js";
+import type { Database } from "../../storage/database.js";
+import { createDashboardStore, type DashboardStore } from "../../storage/dashboard-store.js";
+import { createSignInLinkStore, type SignInLinkStore } from "../../storage/sign-in-link-store.js";
 import { readEmail, type OperatorSessions, type StartedSession } from "./operator-sessions.js";
 
 /** How long a sign-in link works by default, and at most. */

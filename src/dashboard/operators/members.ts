@@ -1,7 +1,7 @@
-import type { Clock } from "../domain/clock.js";
-import { DomainError, invalidArgument } from "../domain/errors.js";
-import type { DashboardStore, MemberRecord } from "../storage/dashboard-store.js";
-import type { Role, TenancyStore } from "../storage/tenancy-store.js";
+import type { Clock } from "../../domain/clock.js";
+import { DomainError, invalidArgument } from "../../domain/errors.js";
+import type { DashboardStore, MemberRecord } from "../../storage/dashboard-store.js";
+import type { Role, TenancyStore } from "../../storage/tenancy-store.js";
 import { keysetOf, type PageRequest } from "./paging.js";
 
 /** A store bound to one transaction: the dashboard's queries and the tenancy writes it reuses. */
