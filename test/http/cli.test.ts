@@ -136,6 +136,8 @@ const commandPaths = [
   "keys create",
   "keys list",
   "keys revoke",
+  "operators",
+  "operators sign-in-link",
   "consumers",
   "consumers create",
   "consumers list",
@@ -153,7 +155,7 @@ const commandPaths = [
   "run",
   "completion",
 ];
-const groups = new Set(["orgs", "keys", "consumers", "settings", "signing-key", "secrets"]);
+const groups = new Set(["orgs", "keys", "operators", "consumers", "settings", "signing-key", "secrets"]);
 
 describe("help", () => {
   test.each(commandPaths)("gatehouse %s --help, -h and help give the command's own help with examples", (path) => {
@@ -366,6 +368,7 @@ describe("gatehouse completion", () => {
       "init",
       "orgs",
       "keys",
+      "operators",
       "consumers",
       "settings",
       "signing-key",

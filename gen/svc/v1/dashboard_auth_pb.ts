@@ -1080,8 +1080,9 @@ export const DashboardAuthService: GenService<{
   /**
    * SignInWithLink spends a one-time sign-in link that an operator command
    * issued (`gatehouse operators sign-in-link`), for an operator locked out of
-   * password sign-in: a session cookie. A link works once and expires;
-   * unknown, spent and expired links give the same unauthenticated.
+   * password sign-in: a session cookie. A link works once and expires, as
+   * magic links do: an unknown link is not_found (sign_in_link_not_found), a
+   * spent or expired one failed_precondition (sign_in_link_used, sign_in_link_expired).
    *
    * @generated from rpc svc.v1.DashboardAuthService.SignInWithLink
    */

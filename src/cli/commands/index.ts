@@ -4,6 +4,7 @@ import { registerGateway } from "./gateway.js";
 import { registerConsumers } from "./consumers.js";
 import { registerInit } from "./init.js";
 import { registerKeys } from "./keys.js";
+import { registerOperators } from "./operators.js";
 import { registerOrgs } from "./orgs.js";
 import { registerRun } from "./run.js";
 import { registerSecrets } from "./secrets.js";
@@ -21,6 +22,7 @@ export const commandGroups: readonly CommandGroup[] = [
   registerInit,
   registerOrgs,
   registerKeys,
+  registerOperators,
   registerConsumers,
   registerSettings,
   registerSigningKey,
