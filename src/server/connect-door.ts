@@ -7,7 +7,7 @@ import { EnvelopeFlag, encodeEnvelope, readEnvelopes } from "./envelope.js";
 import { errorJson } from "./error-body.js";
 import { contentCodingOf, mediaTypeOf, readBody } from "./http-body.js";
 import { copyHeaders, HttpSource, oneHeader } from "./http-source.js";
-import { decodeMessage, encodeMessage, type Codec } from "./message-codec.js";
+import { decodeMessage, encodeBody, encodeMessage, type Codec } from "./message-codec.js";
 import type { Pipeline } from "./pipeline.js";
 import type { Procedure } from "./procedures.js";
 import { errorStatusOf, writeConnectError } from "./write-error.js";
@@ -81,10 +81,10 @@ export function createConnectDoor(deps: ConnectDoorDeps) {
   async function serveUnary(call: Call, req: IncomingMessage, res: ServerResponse, codec: Codec) {
     const outcome = await pipeline.unary(call, readUnary, { req, codec, limit: deps.readMaxBytes });
     if (!outcome.ok) return writeUnaryError(res, outcome.error, call);
-    const payload = encodeMessage(call.procedure.method.output, codec, outcome.message);
+    const payload = encodeBody(call.procedure.method.output, codec, outcome.message);
     const headers: OutgoingHttpHeaders = {
       "content-type": codec === "binary" ? "application/proto" : "application/json",
-      "content-length": payload.byteLength,
+      "content-length": typeof payload === "string" ? Buffer.byteLength(payload) : payload.byteLength,
     };
     copyHeaders(headers, call.touchedHeader);
     // Connect unary: trailers travel as headers prefixed with "trailer-".

@@ -22,7 +22,8 @@ const backslash = 0x5c;
  * afterwards (protobuf-es on a Struct, our own walkers) recurses.
  */
 export function parseJsonBody(bytes: Uint8Array, what = "request body"): JsonValue {
-  const depthError = findExcessiveDepth(bytes);
+  // Nesting deeper than maxJsonDepth takes more brackets than a shorter body holds.
+  const depthError = bytes.length <= maxJsonDepth ? -1 : findExcessiveDepth(bytes);
   if (depthError !== -1) {
     throw malformed(what, bytes, depthError, `nesting is deeper than ${maxJsonDepth} levels`);
   }

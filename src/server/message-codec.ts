@@ -41,6 +41,16 @@ export function encodeMessage(desc: DescMessage, codec: Codec, message: Message)
   return codec === "binary" ? toBinary(desc, message) : Buffer.from(JSON.stringify(toJson(desc, message)));
 }
 
+/**
+ * An answer's body as the Connect door writes it: JSON as text, binary as
+ * bytes. Text is handed to Node as a string on purpose: Node then writes the
+ * headers and a string body in one write(), where a Buffer body takes a
+ * writev() of two chunks, a measurable share of a cheap call.
+ */
+export function encodeBody(desc: DescMessage, codec: Codec, message: Message): Uint8Array | string {
+  return codec === "binary" ? toBinary(desc, message) : JSON.stringify(toJson(desc, message));
+}
+
 function binaryProblem(error: unknown): string {
   const text = error instanceof Error ? error.message : "";
   // protobuf-es describes wire problems by offset and wire type ("premature EOF", "invalid wire type 7"), never by content.
