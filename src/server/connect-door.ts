@@ -8,16 +8,12 @@ import { errorJson } from "./error-body.js";
 import { contentCodingOf, mediaTypeOf, readBody } from "./http-body.js";
 import { copyHeaders, HttpSource, oneHeader } from "./http-source.js";
 import { decodeMessage, encodeBody, encodeMessage, type Codec } from "./message-codec.js";
-import type { Pipeline } from "./pipeline.js";
+import type { DoorDeps } from "./pipeline.js";
 import type { Procedure } from "./procedures.js";
 import { errorStatusOf, writeConnectError } from "./write-error.js";
 import { writeStream } from "./write-stream.js";
 
-export interface ConnectDoorDeps {
-  pipeline: Pipeline;
-  /** Largest request message, decoded (bytes). */
-  readMaxBytes: number;
-}
+export type ConnectDoorDeps = DoorDeps;
 
 /** The Connect protocol's content types (https://connectrpc.com/docs/protocol). */
 const unaryTypes: Record<string, Codec> = { "application/json": "json", "application/proto": "binary" };

@@ -9,14 +9,11 @@ import { firstOf } from "./grpc-web-door.js";
 import { contentCodingOf, mediaTypeOf } from "./http-body.js";
 import { copyHeaders, oneHeader } from "./http-source.js";
 import { decodeMessage, encodeMessage, type Codec } from "./message-codec.js";
-import type { Pipeline } from "./pipeline.js";
+import type { DoorDeps } from "./pipeline.js";
 import type { Procedure } from "./procedures.js";
 import { writeStream } from "./write-stream.js";
 
-export interface GrpcDoorDeps {
-  pipeline: Pipeline;
-  readMaxBytes: number;
-}
+export type GrpcDoorDeps = DoorDeps;
 
 /** gRPC content types (https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md). */
 export function grpcCodecOf(contentType: string | undefined): Codec | undefined {

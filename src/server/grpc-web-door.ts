@@ -8,14 +8,11 @@ import { grpcStatusFields, parseGrpcTimeout } from "./grpc-status.js";
 import { contentCodingOf, mediaTypeOf } from "./http-body.js";
 import { copyHeaders, HttpSource, oneHeader } from "./http-source.js";
 import { decodeMessage, encodeMessage, type Codec } from "./message-codec.js";
-import type { Pipeline } from "./pipeline.js";
+import type { DoorDeps } from "./pipeline.js";
 import type { Procedure } from "./procedures.js";
 import { writeStream } from "./write-stream.js";
 
-export interface GrpcWebDoorDeps {
-  pipeline: Pipeline;
-  readMaxBytes: number;
-}
+export type GrpcWebDoorDeps = DoorDeps;
 
 /** gRPC-Web content types (https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-WEB.md); the text (base64) variant is not served. */
 export function grpcWebCodecOf(contentType: string | undefined): Codec | undefined {

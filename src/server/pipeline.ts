@@ -3,6 +3,12 @@ import { Code, ConnectError, type StreamRequest, type StreamResponse, type Unary
 import { toConnectError, type ErrorLogger } from "../interceptors/errors.js";
 import type { Call } from "./call.js";
 
+/** What every door is built from: the pipeline, and the largest request message it reads (decoded bytes). */
+export interface DoorDeps {
+  pipeline: Pipeline;
+  readMaxBytes: number;
+}
+
 /** What the pipeline records once per call: one metric sample and one log line (CONTRACT.md "Observability"). */
 export type CallObserver = (call: Call) => void;
 
