@@ -1,4 +1,6 @@
 import { hostname } from "node:os";
+import { DomainError } from "../domain/errors.js";
+import { isGatewayId } from "../domain/gateway/watch-gateway.js";
 import type { Logger } from "../server/logger.js";
 import { createFollower, type Follower } from "./follower.js";
 import { createGateway, type GatewayAddresses } from "./gateway.js";
@@ -30,7 +32,9 @@ export interface RunningGateway {
 
 /** The default name of a gateway process among its organisation's connected gateways. */
 export function defaultGatewayId(): string {
-  return `${hostname()}-${process.pid}`;
+  // Host names may hold characters an id may not (a gateway id is what the dashboard lists).
+  const host = hostname().replace(/[^A-Za-z0-9._:-]/g, "-").replace(/^[^A-Za-z0-9]+/, "") || "gateway";
+  return `${host.slice(0, 100)}-${process.pid}`;
 }
 
 /**
@@ -40,6 +44,14 @@ export function defaultGatewayId(): string {
  * 200 with it.
  */
 export async function startGateway(settings: GatewaySettings, logger: Logger): Promise<RunningGateway> {
+  if (!isGatewayId(settings.gatewayId)) {
+    // The control plane would refuse every stream of this gateway: say so now, not after a silent wait.
+    throw new DomainError(
+      "invalid_argument",
+      "invalid_gateway_id",
+      'GATEWAY_ID must be 1 to 128 letters, digits, ".", "_", ":" or "-", starting with a letter or digit (e.g. the host name)',
+    );
+  }
   const gateway = createGateway({
     host: settings.host,
     port: settings.port,

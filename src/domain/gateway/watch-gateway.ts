@@ -76,6 +76,11 @@ export interface WatchInput {
 }
 
 const gatewayIdPattern = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+
+/** Whether a gateway id is one the control plane lists a gateway under (1 to 128 of A-Z a-z 0-9 . _ : -). */
+export function isGatewayId(id: string): boolean {
+  return gatewayIdPattern.test(id);
+}
 const pruneConnectionsEveryMs = 10 * 60 * 1000;
 const keepConnectionsMs = 7 * 24 * 3600 * 1000;
 
