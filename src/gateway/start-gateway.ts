@@ -33,7 +33,10 @@ export interface RunningGateway {
 /** The default name of a gateway process among its organisation's connected gateways. */
 export function defaultGatewayId(): string {
   // Host names may hold characters an id may not (a gateway id is what the dashboard lists).
-  const host = hostname().replace(/[^A-Za-z0-9._:-]/g, "-").replace(/^[^A-Za-z0-9]+/, "") || "gateway";
+  const host =
+    hostname()
+      .replace(/[^A-Za-z0-9._:-]/g, "-")
+      .replace(/^[^A-Za-z0-9]+/, "") || "gateway";
   return `${host.slice(0, 100)}-${process.pid}`;
 }
 
