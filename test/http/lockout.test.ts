@@ -69,7 +69,7 @@ const login = (from: string, identifier: string, password: string, key = pk) =>
 const dashboardHeaders = () => ({ origin: server.origin, "x-gatehouse-dashboard": "1" });
 
 const operatorSignIn = (from: string, password: string, email = operatorEmail) =>
-  requestFrom(from, server.url, "/dashboard/auth/sign-in", { headers: dashboardHeaders(), json: { email, password } });
+  requestFrom(from, server.url, "/svc.v1.DashboardAuthService/SignIn", { headers: dashboardHeaders(), json: { email, password } });
 
 async function registered(label: string, key = pk): Promise<{ identifier: string; identityId: string }> {
   const identifier = newIdentifier(label);
@@ -248,14 +248,14 @@ describe("operators: failures lock the (e-mail address, client address) pair", (
 
     for (let i = 0; i < 5; i++) expect((await operatorSignIn("127.0.0.5", "wrong password")).status).toBe(401);
     expect(refusal(await operatorSignIn("127.0.0.5", ownerPassword)).reason).toBe("login_locked");
-    const begun = await requestFrom<{ options: OptionsJson }>("127.0.0.5", server.url, "/dashboard/auth/passkey/begin", {
+    const begun = await requestFrom<{ options: OptionsJson }>("127.0.0.5", server.url, "/svc.v1.DashboardAuthService/BeginPasskeySignIn", {
       headers: dashboardHeaders(),
       json: { email: operatorEmail },
     });
     expect(begun.status).toBe(200);
     const challengeCookie = String(begun.headers["set-cookie"]).split(";")[0] as string;
     const assertion = await getAssertionIn(operatorDevice.page, begun.body.options);
-    const finished = await requestFrom("127.0.0.5", server.url, "/dashboard/auth/passkey/finish", {
+    const finished = await requestFrom("127.0.0.5", server.url, "/svc.v1.DashboardAuthService/FinishPasskeySignIn", {
       headers: { ...dashboardHeaders(), cookie: challengeCookie },
       json: { credential: assertion },
     });
@@ -271,7 +271,10 @@ async function signInFrom(address: string): Promise<string> {
 
 describe("one-time dashboard sign-in links (for the operator command)", () => {
   const useLink = (token: string, from = "127.0.0.6") =>
-    requestFrom<{ account_id: string }>(from, server.url, "/dashboard/auth/sign-in/link", { headers: dashboardHeaders(), json: { token } });
+    requestFrom<{ accountId: string }>(from, server.url, "/svc.v1.DashboardAuthService/SignInWithLink", {
+      headers: dashboardHeaders(),
+      json: { token },
+    });
 
   test("a link signs a locked-out operator in, once; only its hash is stored", async () => {
     for (let i = 0; i < 5; i++) expect((await operatorSignIn("127.0.0.6", "wrong password")).status).toBe(401);

@@ -177,7 +177,7 @@ describe("a flood of unauthenticated sign-ins from one address, against a server
         concurrency: 500,
         maxMs: 20_000,
         targets: [
-          { path: "/dashboard/auth/sign-in", headers: { origin, "x-gatehouse-dashboard": "1" }, body: "dashboard" },
+          { path: "/svc.v1.DashboardAuthService/SignIn", headers: { origin, "x-gatehouse-dashboard": "1" }, body: "dashboard" },
           { path: "/identity/login/password", headers: { authorization: `Bearer ${floodOrg.publishableKey}` }, body: "identifier" },
         ],
       });
@@ -252,7 +252,13 @@ describe("a flood of unauthenticated sign-ins from one address", () => {
       total: 500,
       concurrency: 500,
       maxMs: 20_000,
-      targets: [{ path: "/dashboard/auth/sign-in", headers: { origin: server.origin, "x-gatehouse-dashboard": "1" }, body: "dashboard" }],
+      targets: [
+        {
+          path: "/svc.v1.DashboardAuthService/SignIn",
+          headers: { origin: server.origin, "x-gatehouse-dashboard": "1" },
+          body: "dashboard",
+        },
+      ],
     }).done;
     // DASHBOARD_SIGN_IN_LIMIT_PER_MINUTE (60) from this address, plus the dummy hash of a new hasher at most.
     expect(hashingThreads.computations - before).toBeLessThanOrEqual(61);
@@ -276,33 +282,45 @@ describe("per-address limits on every unauthenticated dashboard path, before any
   const dashboardHeaders = () => ({ origin: server.origin, "x-gatehouse-dashboard": "1" });
 
   test.each([
-    ["sign-in", { email: "ops@example.com", password: "not the password" }],
-    ["setup", { token: "x".repeat(43), email: "ops@example.com", display_name: "Ops", password: goodPassword }],
-    ["setup/inspect", { token: "x".repeat(43) }],
-    ["passkey/begin", {}],
-    ["passkey/finish", { credential: { id: "AAAA", rawId: "AAAA", type: "public-key", response: {} } }],
-    ["sign-in/link", { token: "x".repeat(43) }],
+    ["SignIn", { email: "ops@example.com", password: "not the password" }],
+    ["SetUpAccount", { token: "x".repeat(43), email: "ops@example.com", displayName: "Ops", password: goodPassword }],
+    ["InspectSetupLink", { token: "x".repeat(43) }],
+    ["BeginPasskeySignIn", {}],
+    ["FinishPasskeySignIn", { credential: { id: "AAAA", rawId: "AAAA", type: "public-key", response: {} } }],
+    ["SignInWithLink", { token: "x".repeat(43) }],
   ])(
-    "/dashboard/auth/%s: the fourth request of an address in a minute is 429 with Retry-After, costs no hash, and other addresses go on",
+    "DashboardAuthService/%s: the fourth request of an address in a minute is 429 with Retry-After, costs no hash, and other addresses go on",
     async (action, body) => {
       const address = `127.0.1.${Math.floor(Math.random() * 250) + 1}`;
       manual.set(new Date(Math.floor(manual.clock().getTime() / 60_000) * 60_000 + 60_000 + 15_000));
       for (let i = 0; i < 3; i++) {
-        const answer = await requestFrom(address, server.url, `/dashboard/auth/${action}`, { headers: dashboardHeaders(), json: body });
+        const answer = await requestFrom(address, server.url, `/svc.v1.DashboardAuthService/${action}`, {
+          headers: dashboardHeaders(),
+          json: body,
+        });
         expect(answer.status).not.toBe(429);
       }
       const before = hashingThreads.computations;
-      const refused = await requestFrom(address, server.url, `/dashboard/auth/${action}`, { headers: dashboardHeaders(), json: body });
+      const refused = await requestFrom(address, server.url, `/svc.v1.DashboardAuthService/${action}`, {
+        headers: dashboardHeaders(),
+        json: body,
+      });
       expect({ status: refused.status, reason: reasonIn(refused), retryAfter: refused.headers["retry-after"] }).toEqual({
         status: 429,
         reason: "too_many_attempts",
         retryAfter: "45",
       });
       expect(hashingThreads.computations).toBe(before);
-      const other = await requestFrom("127.0.0.9", server.url, `/dashboard/auth/${action}`, { headers: dashboardHeaders(), json: body });
+      const other = await requestFrom("127.0.0.9", server.url, `/svc.v1.DashboardAuthService/${action}`, {
+        headers: dashboardHeaders(),
+        json: body,
+      });
       expect(other.status).not.toBe(429);
       manual.advance(45_000);
-      const later = await requestFrom(address, server.url, `/dashboard/auth/${action}`, { headers: dashboardHeaders(), json: body });
+      const later = await requestFrom(address, server.url, `/svc.v1.DashboardAuthService/${action}`, {
+        headers: dashboardHeaders(),
+        json: body,
+      });
       expect(later.status).not.toBe(429);
     },
   );
@@ -356,14 +374,17 @@ describe("per-address limits on every unauthenticated end-user path, before any 
       ),
     );
     const refused = answers.filter((a) => a.status === 429);
-    expect(refused.length).toBe(20);
+    // Exactly 20 when all 40 arrive before the first check ends; a slot freed while the burst is still
+    // arriving admits one more, so a loaded machine may refuse a few fewer, never more.
+    expect(refused.length).toBeLessThanOrEqual(20);
+    expect(refused.length).toBeGreaterThanOrEqual(12);
     for (const answer of refused) {
       expect({ reason: reasonIn(answer), retryAfter: answer.headers["retry-after"] }).toEqual({
         reason: "too_many_concurrent_sign_ins",
         retryAfter: "1",
       });
     }
-    expect(answers.filter((a) => a.status === 401).length).toBe(20);
+    expect(answers.filter((a) => a.status === 401).length).toBe(40 - refused.length);
     // Secret-key calls come from the organisation's backend and are not gated per address.
     const backend = await Promise.all(
       Array.from({ length: 30 }, () =>
