@@ -127,6 +127,15 @@ afterAll(async () => {
 });
 
 describe("README.md", () => {
+  test("starts with the quick start: npm install && npm start, and npm install && npm test", () => {
+    const quick = shellBlocks(readme.slice(readme.indexOf("## Quick start"))).slice(0, 2);
+    expect(quick.map((block) => [block.skip, block.text.trim()])).toEqual([
+      [true, "npm install && npm start"],
+      [true, "npm install && npm test"],
+    ]);
+    expect(readme).toMatch(/Node 20\.19\+, 22\.12\+ or 24/);
+  });
+
   test("every sh block runs, in order, in one shell, against a fresh server", async () => {
     const blocks = shellBlocks(readme);
     const runnable = blocks.filter((block) => !block.skip);
