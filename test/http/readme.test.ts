@@ -24,6 +24,8 @@ import { createTestDatabase, type TestDatabase } from "../support/database.js";
  * (the skipped block that runs `gatehouse serve`) the test starts it, on free
  * ports: the default addresses in the blocks (127.0.0.1:8080, :8081, :8082,
  * :8000 and :8001) are rewritten to those ports before they run.
+ * README_TRANSCRIPT=<file> writes the session's whole output there (to compare
+ * with the outputs the README shows).
  */
 
 interface Block {
