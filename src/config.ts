@@ -22,7 +22,7 @@ export interface Config {
   logLevel: string;
   /** Request body limits in bytes. */
   limits: { jsonBody: number; configBody: number };
-  /** Connection and stream limits of both ports (README "Limits"). */
+  /** Connection and stream limits of both ports (docs/configuration.md, "Limits on unauthenticated work"). */
   transport: TransportLimits;
   /** The gateway started by `gatehouse serve` (and the defaults of `gatehouse gateway`). */
   gateway: GatewayConfig;

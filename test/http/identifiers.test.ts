@@ -9,7 +9,7 @@ import {
 import { callIdentity, enablePasswords, goodPassword, postRest, reasonOf, type JsonAnswer } from "../support/identity-client.js";
 
 /**
- * Identifiers that look alike are one identity or none (README "Passwords"):
+ * Identifiers that look alike are one identity or none (docs/identity.md "Passwords"):
  * NFKC before comparing and storing, and control, format and invisible
  * characters (zero-width spaces, word joiners, bidirectional overrides, byte
  * order marks) refused with a violation, on every path that takes an

@@ -14,7 +14,7 @@ import type { OptionsJson } from "../support/passkey-client.js";
 import { createManualClock } from "../support/server.js";
 
 /**
- * Lockout that an attacker cannot aim (README "Brute-force protection";
+ * Lockout that an attacker cannot aim (docs/identity.md "Brute-force protection";
  * OWASP Authentication Cheat Sheet, "Account Lockout"): failures lock the
  * (identifier, client address) pair, and from other addresses the identifier
  * only waits growing delays; passkeys, magic links and one-time sign-in links

@@ -11,7 +11,7 @@ import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { createManualClock, startTestServer } from "../support/server.js";
 
 /**
- * Bounded work before authentication (README "Brute-force protection"): a
+ * Bounded work before authentication (docs/identity.md "Brute-force protection"): a
  * flood of unauthenticated sign-ins from one client address is refused
  * before it costs hashing, the hashing queue is bounded and fair, and every
  * unauthenticated password, link and passkey path is limited per client

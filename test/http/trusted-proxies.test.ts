@@ -5,7 +5,7 @@ import { enablePasswords, newIdentifier } from "../support/identity-client.js";
 import { createManualClock, startTestServer, type TestServer } from "../support/server.js";
 
 /**
- * TRUSTED_PROXIES (README "Configuration"): the client address, which per-IP
+ * TRUSTED_PROXIES (docs/configuration.md): the client address, which per-IP
  * limits and lockout count, is the TCP peer's, unless the peer is a trusted
  * proxy; then it is the rightmost X-Forwarded-For address that is not itself
  * a trusted proxy. The address a request was counted under is observed

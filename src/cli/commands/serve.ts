@@ -11,7 +11,7 @@ export const registerServe: CommandGroup = (program, cli) => {
       "after",
       "\nOn the first start of an empty store, prints the first credentials once (as init does).\n" +
         "Addresses and storage come from PORT, HOST, PUBLIC_URL, GRPC_PORT, SAMPLE_PORT, DATABASE_URL\n" +
-        "and GATEHOUSE_DATA_DIR (see the README). The embedded gateway serves the first organisation's\n" +
+        "and GATEHOUSE_DATA_DIR (see docs/configuration.md). The embedded gateway serves the first organisation's\n" +
         "configuration on GATEWAY_PORT (default 8000, admin port +1; GATEWAY_PORT=off disables it).\n" +
         "SIGTERM or SIGINT drains requests in flight and stops.\n" +
         "With --json: one line {platform_url, grpc_url, sample_url, gateway_url?, gateway_admin_url?[, credentials]} once listening.",
