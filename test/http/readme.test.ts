@@ -195,5 +195,5 @@ describe("README.md", () => {
       `README.md: ran ${ran} sh blocks in one shell (${blocks.length - ran} marked skip) in ${((performance.now() - started) / 1000).toFixed(1)} s (${timings.join(", ")})`,
     );
     expect(ran).toBe(runnable.length);
-  }, 120_000);
+  }, 240_000);
 });
