@@ -147,7 +147,9 @@ export const registerSessions: CommandGroup = (program, cli) => {
           throw notFound("session_not_found", `session ${sessionId} is revoked already (see gatehouse sessions list)`);
         }
         // The dashboard's function (IdentityService.RevokeSession's too, underneath): announced to gateways.
-        await app.identity().revokeIdentitySessions(organizationId, { identityId: session.identityId, sessionId });
+        const { revoked } = await app.identity().revokeIdentitySessions(organizationId, { identityId: session.identityId, sessionId });
+        // Revoked by someone else since it was read: this command did nothing either.
+        if (revoked === 0) throw notFound("session_not_found", `session ${sessionId} is revoked already (see gatehouse sessions list)`);
       });
       cli.out.result({ session_id: sessionId, revoked: true }, () => `revoked ${sessionId}\n`);
     });
