@@ -19,13 +19,14 @@ import { systemRandom, type RandomSource } from "./crypto/tokens.js";
 import { createDashboard } from "./dashboard/create-dashboard.js";
 import { systemClock, type Clock } from "./domain/clock.js";
 import { DomainError } from "./domain/errors.js";
+import type { Identity } from "./domain/identity/identity.js";
 import { createPasswordHasher } from "./domain/identity/password-hasher.js";
 import { createTenancy, type InitialCredentials } from "./domain/tenancy/tenancy.js";
 import { createConfigService } from "./handlers/config-service.js";
 import { createDashboardService } from "./handlers/dashboard-service.js";
 import { createGatewayService, gatewayCredentialsFor } from "./handlers/gateway-service.js";
 import { createHealthService } from "./handlers/health-service.js";
-import { createIdentityService, createJwksRoute, sessionsFor } from "./handlers/identity-service.js";
+import { createIdentityService, createJwksRoute, identityFor, sessionsFor } from "./handlers/identity-service.js";
 import { createReflectionServices } from "./handlers/reflection-service.js";
 import { createSdkRoutes } from "./handlers/sdk-routes.js";
 import { createSecretsService } from "./handlers/secrets-service.js";
@@ -80,6 +81,11 @@ export interface App {
   tenancy: ReturnType<typeof createTenancy>;
   /** Gateway keys, consumer keys and connected gateways (the operator side of the data plane). */
   gatewayCredentials: GatewayCredentials;
+  /**
+   * The identity domain IdentityService and the dashboard call (built on first use):
+   * what it revokes is announced to every instance's gateways.
+   */
+  identity(): Identity;
   /** Tells every instance to stop trusting cached credentials (after a revocation written outside the API). */
   credentialsChanged(): Promise<void>;
   listen(): Promise<Listening>;
@@ -208,6 +214,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     services,
     tenancy,
     gatewayCredentials: gatewayCredentialsFor(deps),
+    identity: () => identityFor(deps),
     credentialsChanged: deps.credentialsChanged,
     async initialize() {
       try {

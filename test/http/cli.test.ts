@@ -142,6 +142,9 @@ const commandPaths = [
   "consumers create",
   "consumers list",
   "consumers revoke",
+  "sessions",
+  "sessions list",
+  "sessions revoke",
   "settings",
   "settings get",
   "settings set",
@@ -155,7 +158,7 @@ const commandPaths = [
   "run",
   "completion",
 ];
-const groups = new Set(["orgs", "keys", "operators", "consumers", "settings", "signing-key", "secrets"]);
+const groups = new Set(["orgs", "keys", "operators", "consumers", "sessions", "settings", "signing-key", "secrets"]);
 
 describe("help", () => {
   test.each(commandPaths)("gatehouse %s --help, -h and help give the command's own help with examples", (path) => {
@@ -180,6 +183,7 @@ describe("help", () => {
         "orgs",
         "keys",
         "consumers",
+        "sessions",
         "settings",
         "signing-key",
         "secrets",
@@ -370,6 +374,7 @@ describe("gatehouse completion", () => {
       "keys",
       "operators",
       "consumers",
+      "sessions",
       "settings",
       "signing-key",
       "secrets",
@@ -382,6 +387,8 @@ describe("gatehouse completion", () => {
     expect(bashComplete(["keys", "create", "--"])).toEqual(["--org", "--name", "--kind", "--role", "--help", "--version", "--json"]);
     expect(bashComplete(["keys", "create", "--kind", ""])).toEqual(["api", "gateway"]);
     expect(bashComplete(["consumers", ""])).toEqual(["create", "list", "revoke", "help"]);
+    expect(bashComplete(["sessions", ""])).toEqual(["list", "revoke", "help"]);
+    expect(bashComplete(["sessions", "revoke", "--"])).toEqual(["--identity", "--org", "--help", "--version", "--json"]);
     expect(bashComplete(["keys", "create", "--name", "x", "--role", ""])).toEqual(["admin", "member"]);
     expect(bashComplete(["--json", "secrets", "pull", "--format", ""])).toEqual(["dotenv", "json"]);
     expect(bashComplete(["secrets", "pull", "--allow"])).toEqual(["--allow-empty"]);

@@ -446,7 +446,7 @@ describe("changes reach two gateways", () => {
 });
 
 describePostgres("the headless operator commands on PostgreSQL", () => {
-  test("consumers revoke and keys revoke --kind gateway, run with DATABASE_URL and no server, reach the gateways of both instances", async () => {
+  test("consumers revoke, sessions revoke and keys revoke --kind gateway, run with DATABASE_URL and no server, reach the gateways of both instances", async () => {
     const json = <T>(args: string[]): T => {
       const answer = runCli([...args, "--json"], cliEnv());
       if (answer.status !== 0) throw new Error(`${args.join(" ")}: ${answer.status} ${answer.stderr}`);
@@ -480,6 +480,41 @@ describePostgres("the headless operator commands on PostgreSQL", () => {
         `${g.id} refusing the consumer key revoked by the command`,
       );
     }
+
+    // Sessions: one revoked by its id, and every session of another identity with --identity.
+    const signIn = async (identifier: string) => {
+      const link = await identityRpc<{ token: string }>("GenerateMagicLink", { identifier });
+      const signed = await identityRpc<{ identityId: string; session: { token: string } }>("VerifyMagicLink", { token: link.token });
+      const token = signed.session.token;
+      const { sid } = JSON.parse(Buffer.from(token.split(".")[1] as string, "base64url").toString()) as { sid: string };
+      return { identityId: signed.identityId, sessionId: sid, bearer: { authorization: `Bearer ${token}` } };
+    };
+    const one = await signIn("cli.one@example.com");
+    const kept = await signIn("cli.one@example.com");
+    const all = [await signIn("cli.all@example.com"), await signIn("cli.all@example.com")];
+    for (const g of pair) {
+      for (const s of [one, kept, ...all]) expect((await through(g, "/session/me", s.bearer)).status).toBe(200);
+    }
+    expect(json(["sessions", "revoke", one.sessionId])).toEqual({ session_id: one.sessionId, revoked: true });
+    for (const g of pair) {
+      await until(
+        async () => (await through(g, "/session/me", one.bearer)).status === 401,
+        `${g.id} refusing the session revoked by the command`,
+      );
+      expect((await through(g, "/session/me", kept.bearer)).status).toBe(200);
+    }
+    const identity = all[0]?.identityId ?? "";
+    expect(json(["sessions", "revoke", "--org", org, "--identity", identity])).toEqual({ identity_id: identity, revoked_sessions: 2 });
+    for (const g of pair) {
+      for (const s of all) {
+        await until(
+          async () => (await through(g, "/session/me", s.bearer)).status === 401,
+          `${g.id} refusing a session of the identity revoked by the command`,
+        );
+      }
+      expect((await through(g, "/session/me", kept.bearer)).status).toBe(200);
+    }
+
     json(["keys", "revoke", "--kind", "gateway", "--org", org, key.id]);
     for (const g of pair) await until(() => g.output().includes(refusal), `${g.id} told its key was refused`);
     const before = tag;

@@ -9,6 +9,7 @@ import { registerOrgs } from "./orgs.js";
 import { registerRun } from "./run.js";
 import { registerSecrets } from "./secrets.js";
 import { registerServe } from "./serve.js";
+import { registerSessions } from "./sessions.js";
 import { registerSettings } from "./settings.js";
 import { registerSigningKey } from "./signing-key.js";
 
@@ -24,6 +25,7 @@ export const commandGroups: readonly CommandGroup[] = [
   registerKeys,
   registerOperators,
   registerConsumers,
+  registerSessions,
   registerSettings,
   registerSigningKey,
   registerSecrets,
