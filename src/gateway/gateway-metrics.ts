@@ -47,6 +47,8 @@ export interface GatewayGauges {
   routes: number;
   inFlight: number;
   tunnels: number;
+  /** Whether a stream to a control plane is open; undefined for a gateway that follows none (fed by hand). */
+  connected: boolean | undefined;
 }
 
 /**
@@ -121,6 +123,10 @@ export function createGatewayMetrics() {
     if (gauges.revision !== undefined) lines.push(`gatehouse_gateway_config_revision ${gauges.revision}`);
     family("gatehouse_gateway_config_age_seconds", "gauge", "Seconds since the gateway last applied a configuration change.");
     if (gauges.changedAt !== undefined) lines.push(`gatehouse_gateway_config_age_seconds ${Math.max(0, (now - gauges.changedAt) / 1000)}`);
+    if (gauges.connected !== undefined) {
+      family("gatehouse_gateway_control_plane_connected", "gauge", "1 while a stream to a control plane is open, else 0.");
+      lines.push(`gatehouse_gateway_control_plane_connected ${gauges.connected ? 1 : 0}`);
+    }
     family("gatehouse_gateway_routes", "gauge", "Routes in the configuration being served.");
     lines.push(`gatehouse_gateway_routes ${gauges.routes}`);
     family("gatehouse_gateway_requests_in_flight", "gauge", "Requests being handled.");

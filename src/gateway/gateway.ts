@@ -34,6 +34,8 @@ export interface GatewayOptions {
   sessionLeewaySeconds?: number;
   /** Connections per upstream origin at most (default: as many as requests need). */
   upstreamConnections?: number;
+  /** Whether the control plane is followed right now, for /metrics (a gateway fed by hand has none). */
+  connected?: () => boolean;
 }
 
 export interface GatewayAddresses {
@@ -139,6 +141,7 @@ export function createGateway(options: GatewayOptions): Gateway {
           routes: current?.routing.routes.length ?? 0,
           inFlight: inFlight(),
           tunnels: tunnels.size,
+          connected: options.connected?.(),
         },
         clock(),
       ),

@@ -55,14 +55,17 @@ export async function startGateway(settings: GatewaySettings, logger: Logger): P
       'GATEWAY_ID must be 1 to 128 letters, digits, ".", "_", ":" or "-", starting with a letter or digit (e.g. the host name)',
     );
   }
+  // The follower is made after the gateway it feeds; /metrics is scraped only once both exist.
+  let follower: Follower | undefined;
   const gateway = createGateway({
+    connected: () => follower?.status().connected ?? false,
     host: settings.host,
     port: settings.port,
     ...(settings.adminPort !== undefined ? { adminPort: settings.adminPort } : {}),
     ...(settings.upstreamTimeoutMs !== undefined ? { upstreamTimeoutMs: settings.upstreamTimeoutMs } : {}),
     logger,
   });
-  const follower = createFollower({
+  follower = createFollower({
     urls: settings.urls,
     gatewayKey: settings.gatewayKey,
     gatewayId: settings.gatewayId,
@@ -87,11 +90,12 @@ export async function startGateway(settings: GatewaySettings, logger: Logger): P
     await gateway.close();
     throw error;
   }
+  const following = follower;
   return {
     addresses,
-    follower,
+    follower: following,
     async close() {
-      await follower.close();
+      await following.close();
       await gateway.close();
     },
   };

@@ -17,13 +17,17 @@ const chunk = Buffer.alloc(64 * 1024, 7);
 let upstream: Server;
 let gw: TestGateway;
 
-/** The body, generated as it is read: the test never holds it either. */
-function generated(): Readable {
+/** Memory is sampled each time this much more of a body has gone through. */
+const sampleEvery = 2 * 1024 * 1024;
+
+/** The body, generated as it is read: the test never holds it either. `progress` hears of every sampleEvery bytes. */
+function generated(progress?: () => void): Readable {
   let sent = 0;
   return new Readable({
     read() {
       if (sent >= size) this.push(null);
       else {
+        if (sent > 0 && sent % sampleEvery === 0) progress?.();
         sent += chunk.length;
         this.push(chunk);
       }
@@ -52,7 +56,13 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
   const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
-  gw = await startTestGateway({}, stateFromYaml(`version: 1\nroutes:\n  - name: files\n    path: /files/*\n    upstream: ${url}\n`));
+  // The upload's upstream answers once it has read the whole body: on a busy machine that may take
+  // longer than the default 30 s the gateway waits for an upstream's headers (its 504 rule is
+  // tested elsewhere), so this gateway waits as long as the test may.
+  gw = await startTestGateway(
+    { upstreamTimeoutMs: 300_000 },
+    stateFromYaml(`version: 1\nroutes:\n  - name: files\n    path: /files/*\n    upstream: ${url}\n`),
+  );
 });
 afterAll(async () => {
   await gw.close();
@@ -64,78 +74,104 @@ afterAll(async () => {
 setFlagsFromString("--expose-gc");
 const collectGarbage = runInNewContext("gc") as () => void;
 
-/** Memory this process holds in JavaScript objects and buffers (what a buffered body would swell). */
+/**
+ * Memory this process holds in JavaScript objects and buffers (what a buffered
+ * body would swell). V8 frees the memory of collected ArrayBuffers on
+ * background threads after a collection, later the busier the machine: a
+ * second collection waits for that, so buffers already let go are not counted.
+ */
 const held = () => {
+  collectGarbage();
   collectGarbage();
   const usage = process.memoryUsage();
   return usage.heapUsed + usage.arrayBuffers;
 };
 
-async function measured<T>(work: () => Promise<T>): Promise<{ result: T; growth: number }> {
+/**
+ * Runs work that calls `sample` as the body goes through (at points of its
+ * progress, not of the clock, so a slow machine takes as many samples as a
+ * fast one); growth is the peak over the baseline.
+ */
+async function measured<T>(work: (sample: () => void) => Promise<T>): Promise<{ result: T; growth: number; samples: number }> {
   const baseline = held();
   let peak = baseline;
-  const sampler = setInterval(() => {
+  let samples = 0;
+  const result = await work(() => {
     peak = Math.max(peak, held());
-  }, 25);
-  try {
-    const result = await work();
-    return { result, growth: peak - baseline };
-  } finally {
-    clearInterval(sampler);
-  }
+    samples++;
+  });
+  return { result, growth: peak - baseline, samples };
 }
 
-test("a 32 MiB upload streams to the upstream intact with memory far below its size", async () => {
-  const expected = createHash("sha256");
-  for (let sent = 0; sent < size; sent += chunk.length) expected.update(chunk);
-  const target = new URL(gw.url);
-  const { result, growth } = await measured(
-    () =>
-      new Promise<{ bytes: number; sha256: string }>((resolve, reject) => {
-        const req = request(
-          {
-            host: target.hostname,
-            port: target.port,
-            method: "POST",
-            path: "/files/upload",
-            headers: { "content-length": String(size) },
-            agent: false,
-          },
-          (res) => {
-            const parts: Buffer[] = [];
-            res.on("data", (d: Buffer) => parts.push(d));
-            res.on("end", () => resolve(JSON.parse(Buffer.concat(parts).toString()) as { bytes: number; sha256: string }));
-          },
-        );
-        req.on("error", reject);
-        generated().pipe(req);
-      }),
-  );
-  expect(result).toEqual({ bytes: size, sha256: expected.digest("hex") });
-  expect(growth).toBeLessThan(size / 4);
-});
+/** Generous: a 32 MiB transfer takes about a second on an idle machine, many more on a loaded one. */
+const transferTimeoutMs = 180_000;
 
-test("a 32 MiB download streams to a slow reader without the gateway buffering it", async () => {
-  const target = new URL(gw.url);
-  const { result, growth } = await measured(
-    () =>
-      new Promise<number>((resolve, reject) => {
-        const req = request({ host: target.hostname, port: target.port, path: "/files/download", agent: false }, (res) => {
-          let bytes = 0;
-          res.on("data", (d: Buffer) => {
-            bytes += d.length;
-            // A reader slower than the upstream: the gateway must hold the upstream back, not queue what it sends.
-            if (bytes % (4 * 1024 * 1024) < d.length) {
-              res.pause();
-              setTimeout(() => res.resume(), 20);
-            }
+test(
+  "a 32 MiB upload streams to the upstream intact with memory far below its size",
+  async () => {
+    const expected = createHash("sha256");
+    for (let sent = 0; sent < size; sent += chunk.length) expected.update(chunk);
+    const target = new URL(gw.url);
+    const { result, growth, samples } = await measured(
+      (sample) =>
+        new Promise<{ bytes: number; sha256: string }>((resolve, reject) => {
+          const req = request(
+            {
+              host: target.hostname,
+              port: target.port,
+              method: "POST",
+              path: "/files/upload",
+              headers: { "content-length": String(size) },
+              agent: false,
+            },
+            (res) => {
+              const parts: Buffer[] = [];
+              res.on("data", (d: Buffer) => parts.push(d));
+              res.on("end", () => resolve(JSON.parse(Buffer.concat(parts).toString()) as { bytes: number; sha256: string }));
+            },
+          );
+          req.on("error", reject);
+          generated(sample).pipe(req);
+        }),
+    );
+    expect(result).toEqual({ bytes: size, sha256: expected.digest("hex") });
+    expect(samples).toBeGreaterThanOrEqual(size / sampleEvery - 1);
+    expect(growth).toBeLessThan(size / 4);
+  },
+  transferTimeoutMs,
+);
+
+test(
+  "a 32 MiB download streams to a slow reader without the gateway buffering it",
+  async () => {
+    const target = new URL(gw.url);
+    const { result, growth, samples } = await measured(
+      (sample) =>
+        new Promise<number>((resolve, reject) => {
+          const req = request({ host: target.hostname, port: target.port, path: "/files/download", agent: false }, (res) => {
+            let bytes = 0;
+            res.on("data", (d: Buffer) => {
+              bytes += d.length;
+              if (bytes % sampleEvery < d.length) sample();
+              // A reader slower than the upstream: the gateway must hold the upstream back, not queue what it
+              // sends. The end of a pause, when a queue would be longest, is sampled too.
+              if (bytes % (4 * 1024 * 1024) < d.length) {
+                res.pause();
+                setTimeout(() => {
+                  sample();
+                  res.resume();
+                }, 20);
+              }
+            });
+            res.on("end", () => resolve(bytes));
           });
-          res.on("end", () => resolve(bytes));
-        });
-        req.on("error", reject);
-        req.end();
-      }),
-  );
-  expect(result).toBe(size);
-  expect(growth).toBeLessThan(size / 4);
-});
+          req.on("error", reject);
+          req.end();
+        }),
+    );
+    expect(result).toBe(size);
+    expect(samples).toBeGreaterThanOrEqual(size / sampleEvery - 1);
+    expect(growth).toBeLessThan(size / 4);
+  },
+  transferTimeoutMs,
+);

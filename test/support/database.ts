@@ -76,6 +76,30 @@ export async function dropChangeFeedConnections(url: string): Promise<number> {
   }
 }
 
+/**
+ * Waits until no session but this one is connected to a PostgreSQL test
+ * database: a killed server's sessions outlive it until each notices its
+ * client is gone, and one that had already sent COMMIT still commits. Returns
+ * the milliseconds it waited.
+ */
+export async function untilOtherSessionsEnd(url: string, timeoutMs = 120_000): Promise<number> {
+  const started = Date.now();
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    for (;;) {
+      const { rows } = await client.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+      );
+      if (rows[0]?.n === 0) return Date.now() - started;
+      if (Date.now() - started > timeoutMs) throw new Error(`${rows[0]?.n} other sessions still on the database after ${timeoutMs} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  } finally {
+    await client.end();
+  }
+}
+
 /** Opens a test database in this process, migrations applied, as the server opens it. */
 export function openTestDatabase(testDb: TestDatabase): Promise<Database> {
   return openDatabase(
