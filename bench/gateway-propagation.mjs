@@ -4,7 +4,12 @@
 // each; the PUT goes to the first control plane, so the second gateway learns
 // of it through the database's LISTEN/NOTIFY and the second control plane.
 // Every change sets a request header to a new value, which the echo upstream
-// sends back; each gateway is polled, one request after another, until it answers it.
+// sends back with the moment it received the request; each gateway is polled,
+// one request after another, until it answers it. Two figures per change: until
+// the upstream received the first request routed by the new revision (the
+// target's figure; every process runs on this machine, so they share one
+// clock), and until that request's answer was back at the client (one more
+// trip through the gateway).
 //
 //   node scripts/build.mjs && node bench/gateway-propagation.mjs [--changes 100] [--database postgresql://...] [--pin]
 //
@@ -26,13 +31,14 @@ import { freePort, median, percentile, printTable, root, spawnNode } from "./sup
 const upstreamScript = `
 require("node:http").createServer((req, res) => {
   req.resume();
-  const body = JSON.stringify({ change: req.headers["x-change"] ?? null });
+  const at = performance.timeOrigin + performance.now();
+  const body = JSON.stringify({ change: req.headers["x-change"] ?? null, at });
   res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
   res.end(body);
 }).listen(Number(process.env.PORT), "127.0.0.1", () => console.log("upstream ready"));
 `;
 
-/** One GET through a gateway over a kept-alive connection: the change value the upstream saw. */
+/** One GET through a gateway over a kept-alive connection: the change value the upstream saw, and when (epoch ms). */
 function probe(agent, url) {
   return new Promise((resolve, reject) => {
     const req = request(`${url}/probe`, { agent }, (res) => {
@@ -43,9 +49,10 @@ function probe(agent, url) {
       });
       res.on("end", () => {
         try {
-          resolve(JSON.parse(text).change ?? null);
+          const answer = JSON.parse(text);
+          resolve({ change: answer.change ?? null, at: answer.at });
         } catch {
-          resolve(null);
+          resolve({ change: null, at: 0 });
         }
       });
     });
@@ -162,7 +169,7 @@ routes:
     const gateways = [await gateway("gateway-a (control plane 1)", first.url), await gateway("gateway-b (control plane 2)", second.url)];
     for (const g of gateways) {
       const deadline = Date.now() + 20_000;
-      while ((await probe(g.agent, g.url).catch(() => null)) !== "c0") {
+      while ((await probe(g.agent, g.url).catch(() => null))?.change !== "c0") {
         if (Date.now() > deadline) {
           const answer = await fetch(`${g.url}/probe`).then(
             async (r) => `${r.status} ${await r.text()}`,
@@ -174,43 +181,46 @@ routes:
       }
     }
 
-    const samples = new Map(gateways.map((g) => [g.label, []]));
+    const samples = new Map(gateways.map((g) => [g.label, { routed: [], back: [] }]));
     for (let i = 1; i <= changes; i++) {
       const change = `c${i}`;
       await put(change);
       const answered = performance.now();
+      const answeredAt = performance.timeOrigin + answered;
       await Promise.all(
         gateways.map(async (g) => {
           const deadline = answered + 5_000;
           for (;;) {
-            if ((await probe(g.agent, g.url)) === change) break;
+            const seen = await probe(g.agent, g.url);
+            if (seen.change === change) {
+              samples.get(g.label).routed.push(seen.at - answeredAt);
+              break;
+            }
             if (performance.now() > deadline) throw new Error(`${g.label}: change ${change} not routed within 5 s`);
           }
-          samples.get(g.label).push(performance.now() - answered);
+          samples.get(g.label).back.push(performance.now() - answered);
         }),
       );
     }
-    const rows = [];
-    const all = [];
-    for (const [label, values] of samples) {
-      all.push(...values);
-      rows.push({
-        gateway: label,
-        changes: values.length,
-        "p50 ms": median(values).toFixed(1),
-        "p99 ms": percentile(values, 99).toFixed(1),
-        "max ms": Math.max(...values).toFixed(1),
-      });
-    }
-    rows.push({
-      gateway: "both",
-      changes: all.length,
-      "p50 ms": median(all).toFixed(1),
-      "p99 ms": percentile(all, 99).toFixed(1),
-      "max ms": Math.max(...all).toFixed(1),
+    const row = (label, { routed, back }) => ({
+      gateway: label,
+      changes: routed.length,
+      "routed p50 ms": median(routed).toFixed(1),
+      "routed p99 ms": percentile(routed, 99).toFixed(1),
+      "routed max ms": Math.max(...routed).toFixed(1),
+      "answer back p50 ms": median(back).toFixed(1),
+      "answer back p99 ms": percentile(back, 99).toFixed(1),
     });
+    const all = { routed: [], back: [] };
+    const rows = [];
+    for (const [label, values] of samples) {
+      all.routed.push(...values.routed);
+      all.back.push(...values.back);
+      rows.push(row(label, values));
+    }
+    rows.push(row("both", all));
     for (const g of gateways) g.agent.destroy();
-    return { rows, p50: median(all), p99: percentile(all, 99) };
+    return { rows, p50: median(all.routed), p99: percentile(all.routed, 99), backP50: median(all.back), backP99: percentile(all.back, 99) };
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => {});
     rmSync(work, { recursive: true, force: true });

@@ -42,7 +42,7 @@ if (!existsSync(join(root, "dist", "src", "gateway", "gateway.js"))) {
 const work = mkdtempSync(join(tmpdir(), "gatehouse-bench-gateway-"));
 const stopping = [];
 const stopAll = async () => {
-  for (const stop of stopping.reverse()) await stop().catch(() => {});
+  for (const stop of stopping.splice(0).reverse()) await stop().catch(() => {});
   rmSync(work, { recursive: true, force: true });
 };
 
@@ -237,14 +237,21 @@ try {
   const { publicKey, privateKey } = await generateKeyPair("ES256");
   const jwk = { ...(await exportJWK(publicKey)), kid: "bench-key", alg: "ES256", use: "sig" };
   const issuer = "http://127.0.0.1:8080";
-  const token = await new SignJWT({ sid: "bench-session" })
-    .setProtectedHeader({ alg: "ES256", kid: "bench-key", typ: "JWT" })
-    .setIssuer(issuer)
-    .setAudience("bench")
-    .setSubject("identity-1")
-    .setIssuedAt()
-    .setExpirationTime("2h")
-    .sign(privateKey);
+  // The gateway accepts only the low-s form of an ECDSA signature (one token, one encoding, as the
+  // platform signs them); jose signs either form, so sign until the signature is low-s.
+  const { isHighS } = await import("../dist/src/domain/identity/session-token.js");
+  const lowS = (jwt) => !isHighS(Buffer.from(jwt.split(".")[2], "base64url"));
+  let token;
+  do {
+    token = await new SignJWT({ sid: "bench-session" })
+      .setProtectedHeader({ alg: "ES256", kid: "bench-key", typ: "JWT" })
+      .setIssuer(issuer)
+      .setAudience("bench")
+      .setSubject("identity-1")
+      .setIssuedAt()
+      .setExpirationTime("2h")
+      .sign(privateKey);
+  } while (!lowS(token));
   const base = { issuer, jwks: { keys: [jwk] }, secrets: { "production/UPSTREAM_TOKEN": "upstream-token" } };
   const gateway = await startGateway("gateway (10 routes)", { ...base, yaml: routesYaml(10, upstream.url, false) });
   const plugins = await startGateway("gateway, session-auth + rate-limit + request-headers", {
@@ -273,6 +280,7 @@ try {
   pinToCore(1);
   const runs = Object.fromEntries(scenarios.map((s) => [s.key, []]));
   let largeRss = 0;
+  let smallRss = 0;
   for (let round = 0; round < rounds; round++) {
     for (const scenario of scenarios) {
       const result = await load({
@@ -285,6 +293,7 @@ try {
       if (result.failures > 0) throw new Error(`${scenario.server.name}: ${result.failures} failed requests`);
       runs[scenario.key].push(result);
       if (scenario.key === "large") largeRss = Math.max(largeRss, rssMegabytes(large.pid));
+      if (scenario.key === "gateway") smallRss = Math.max(smallRss, rssMegabytes(gateway.pid));
     }
   }
 
@@ -322,8 +331,48 @@ try {
     target: "<= 150",
     verdict: verdict(largeRss, 150, false),
   });
+  figures.push({ figure: "RSS with 10 routes (MB), for comparison", value: smallRss.toFixed(0), target: "-", verdict: "reported" });
   const addedP99 = median(runs.gateway.map((run, i) => run.p99 - runs.bare[i].p99));
   figures.push({ figure: "p99 added over the bare proxy (ms)", value: addedP99.toFixed(2), target: "-", verdict: "reported" });
+  if (withPropagation) {
+    // The proxies are stopped first: propagation is timed on a machine with nothing else to do.
+    await stopAll();
+    try {
+      const propagation = await measurePropagation({ changes });
+      printTable(
+        `PUT answer -> first request routed by the new revision (two gateways, two control planes, PostgreSQL, ${changes} changes)`,
+        propagation.rows,
+      );
+      figures.push(
+        {
+          figure: "propagation p50, PUT answer to upstream (ms)",
+          value: propagation.p50.toFixed(1),
+          target: "<= 10",
+          verdict: verdict(propagation.p50, 10, false),
+        },
+        {
+          figure: "propagation p99, PUT answer to upstream (ms)",
+          value: propagation.p99.toFixed(1),
+          target: "<= 50",
+          verdict: verdict(propagation.p99, 50, false),
+        },
+        {
+          figure: "propagation p50, answer back at the client (ms)",
+          value: propagation.backP50.toFixed(1),
+          target: "-",
+          verdict: "reported",
+        },
+        {
+          figure: "propagation p99, answer back at the client (ms)",
+          value: propagation.backP99.toFixed(1),
+          target: "-",
+          verdict: "reported",
+        },
+      );
+    } catch (error) {
+      process.stderr.write(`propagation not measured: ${error instanceof Error ? error.message : String(error)}\n`);
+    }
+  }
   printTable("Ratios (medians of per-round ratios)", figures);
 } finally {
   await stopAll();

@@ -50,7 +50,7 @@ export type WatchedChange =
 export interface GatewayWatchDeps {
   /** Reads outside transactions. */
   gatewayStore: GatewayStore;
-  configStore: Pick<ConfigStore, "currentRevision" | "latestRevision">;
+  configStore: Pick<ConfigStore, "latestRevision">;
   /** Calls listener for every change announced to this process, from any instance. */
   subscribe(listener: (change: WatchedChange | undefined) => void): { ready: Promise<void>; close(): void };
   /** The JWKS: every key whose tokens may still be live. */
@@ -210,10 +210,11 @@ export function createGatewayWatch(deps: GatewayWatchDeps) {
         }
 
         if (work.config) {
-          const current = (await deps.configStore.currentRevision(organizationId)) ?? 0;
-          if (current !== revision) {
-            const record = await deps.configStore.latestRevision(organizationId);
-            references = await currentReferences(organizationId);
+          // The document and the plugins it references are read at once (one round trip, not four
+          // in a row): this is the control plane's share of every change's propagation.
+          const [record, fresh] = await Promise.all([deps.configStore.latestRevision(organizationId), currentReferences(organizationId)]);
+          if ((record?.revision ?? 0) !== revision) {
+            references = fresh;
             secrets = await secretVersions(organizationId, references);
             revision = record?.revision ?? 0;
             yield { kind: "config", revision, yaml: record?.document ?? renderConfigDocument([]), secrets };
