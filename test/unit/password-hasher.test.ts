@@ -80,14 +80,22 @@ describe("fair and bounded", () => {
       hasher.hash(password, { organization: "w", client: "192.0.2.3" }),
       hasher.hash(password, { organization: "w", client: "192.0.2.4" }),
     ]);
-    const finished: string[] = [];
-    const burst = Array.from({ length: 40 }, (_, i) =>
-      hasher.hash(password, { organization: "a", client: "192.0.2.1" }).then(() => finished.push(`burst-${i}`)),
-    );
-    const other = hasher.hash(password, { organization: "b", client: "192.0.2.2" }).then(() => finished.push("other"));
-    await Promise.all([...burst, other]);
-    // In arrival order it would finish last; served fairly, it starts at once (finishing among the first few, as threads answer).
-    expect(finished.indexOf("other")).toBeLessThan(20);
+    // In arrival order the other client's check would finish last (41st); served fairly, it starts at once and
+    // finishes among the first few. Finishing order also depends on the OS scheduling two low-priority threads
+    // on a busy machine (one may wait tens of ms while the other finishes a dozen light hashes), so the median
+    // of three bursts is what is checked.
+    const places: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      const finished: string[] = [];
+      const burst = Array.from({ length: 40 }, (_, i) =>
+        hasher.hash(password, { organization: "a", client: "192.0.2.1" }).then(() => finished.push(`burst-${i}`)),
+      );
+      const other = hasher.hash(password, { organization: "b", client: "192.0.2.2" }).then(() => finished.push("other"));
+      await Promise.all([...burst, other]);
+      places.push(finished.indexOf("other"));
+    }
+    places.sort((a, b) => a - b);
+    expect(places[1]).toBeLessThan(20);
   });
 
   test("past the queue's bounds a check is refused with resource_exhausted hashing_busy and Retry-After", async () => {

@@ -26,6 +26,8 @@ export const registerServe: CommandGroup = (program, cli) => {
       let gateway: Awaited<ReturnType<typeof startEmbeddedGateway>>;
       try {
         const credentials = await app.initialize();
+        // The first credentials come first, before any request can be served and logged.
+        if (credentials && !cli.out.json) cli.out.write(formatCredentials(credentials));
         const listening = await app.listen();
         gateway = await startEmbeddedGateway(app, listening.url);
         app.logger.info({ ...listening }, "gatehouse listening");
@@ -40,7 +42,6 @@ export const registerServe: CommandGroup = (program, cli) => {
             })}\n`,
           );
         } else {
-          if (credentials) cli.out.write(formatCredentials(credentials));
           cli.out.write(
             `Gatehouse platform API  ${listening.url}\n          gRPC (h2c)    ${listening.grpcUrl}\n          plant API     ${listening.sampleUrl}\n` +
               (gateway ? `          gateway       ${gateway.addresses.url} (admin ${gateway.addresses.adminUrl})\n` : ""),
