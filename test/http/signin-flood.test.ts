@@ -364,27 +364,32 @@ describe("per-address limits on every unauthenticated end-user path, before any 
 
   test("a burst from one address beyond its slots is refused at once (too_many_concurrent_sign_ins), before any query or hash", async () => {
     await setIdentitySettings(server, { ipLimitPerMinute: 100_000 });
-    // SIGN_IN_CONCURRENCY_PER_CLIENT (4) in progress and 16 waiting: 40 at once leave 20 refused.
-    const answers = await Promise.all(
-      Array.from({ length: 40 }, () =>
-        requestFrom("127.0.3.1", server.url, "/identity/login/password", {
-          headers: { authorization: `Bearer ${pk}` },
-          json: { identifier: newIdentifier(), password: "not the password" },
-        }),
-      ),
-    );
-    const refused = answers.filter((a) => a.status === 429);
-    // Exactly 20 when all 40 arrive before the first check ends; a slot freed while the burst is still
-    // arriving admits one more, so a loaded machine may refuse a few fewer, never more.
-    expect(refused.length).toBeLessThanOrEqual(20);
-    expect(refused.length).toBeGreaterThanOrEqual(12);
-    for (const answer of refused) {
-      expect({ reason: reasonIn(answer), retryAfter: answer.headers["retry-after"] }).toEqual({
-        reason: "too_many_concurrent_sign_ins",
-        retryAfter: "1",
-      });
+    // SIGN_IN_CONCURRENCY_PER_CLIENT (4) in progress and 16 waiting: 40 at once leave 20 refused. Exactly 20
+    // when all 40 arrive before the first check ends; a slot freed while a burst is still arriving admits one
+    // more, so on a loaded machine a burst may be refused less, never more. Up to three bursts: the one refused
+    // most shows the bound (a missing gate refuses none in every burst).
+    const refusedPerBurst: number[] = [];
+    for (let burst = 0; burst < 3 && !refusedPerBurst.some((n) => n >= 12); burst++) {
+      const answers = await Promise.all(
+        Array.from({ length: 40 }, () =>
+          requestFrom("127.0.3.1", server.url, "/identity/login/password", {
+            headers: { authorization: `Bearer ${pk}` },
+            json: { identifier: newIdentifier(), password: "not the password" },
+          }),
+        ),
+      );
+      const refused = answers.filter((a) => a.status === 429);
+      for (const answer of refused) {
+        expect({ reason: reasonIn(answer), retryAfter: answer.headers["retry-after"] }).toEqual({
+          reason: "too_many_concurrent_sign_ins",
+          retryAfter: "1",
+        });
+      }
+      expect(answers.filter((a) => a.status === 401).length).toBe(40 - refused.length);
+      refusedPerBurst.push(refused.length);
     }
-    expect(answers.filter((a) => a.status === 401).length).toBe(40 - refused.length);
+    expect(Math.max(...refusedPerBurst)).toBeLessThanOrEqual(20);
+    expect(Math.max(...refusedPerBurst)).toBeGreaterThanOrEqual(12);
     // Secret-key calls come from the organisation's backend and are not gated per address.
     const backend = await Promise.all(
       Array.from({ length: 30 }, () =>
