@@ -1,6 +1,7 @@
 import { InvalidArgumentError } from "commander";
 import type { App } from "../../app.js";
 import { notFound } from "../../domain/errors.js";
+import { isUuid } from "../../domain/identity/identifiers.js";
 import { createDashboardStore, type IdentitySessionSummaryRecord } from "../../storage/dashboard-store.js";
 import { createIdentityStore } from "../../storage/identity-store.js";
 import { createTenancyStore } from "../../storage/tenancy-store.js";
@@ -9,12 +10,10 @@ import { formatTable } from "../format.js";
 import { type CommandGroup, examples, helpGroups } from "../program.js";
 import { requireOrganization, withApp } from "../with-app.js";
 
-const uuidShape = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
 /** A session or identity id on the command line: a UUID (any case), else a usage error (exit 2, invalid_value). */
 function uuidArgument(raw: string): string {
   const value = raw.trim().toLowerCase();
-  if (!uuidShape.test(value)) throw new InvalidArgumentError(`"${raw}" is not an id (a UUID, see gatehouse sessions list)`);
+  if (!isUuid(value)) throw new InvalidArgumentError(`"${raw}" is not an id (a UUID, see gatehouse sessions list)`);
   return value;
 }
 
@@ -37,6 +36,9 @@ async function locate<T>(
   }
   return null;
 }
+
+const revokedAlready = (sessionId: string) =>
+  notFound("session_not_found", `session ${sessionId} is revoked already (see gatehouse sessions list)`);
 
 const where = (org: string | undefined) => (org === undefined ? "" : ` in organisation ${org}`);
 
@@ -144,12 +146,12 @@ export const registerSessions: CommandGroup = (program, cli) => {
         const { organizationId, found: session } = located;
         // Like `keys revoke` and `consumers revoke`, a session that is revoked already is an error: the command did nothing.
         if (session.revokedAt !== null) {
-          throw notFound("session_not_found", `session ${sessionId} is revoked already (see gatehouse sessions list)`);
+          throw revokedAlready(sessionId);
         }
         // The dashboard's function (IdentityService.RevokeSession's too, underneath): announced to gateways.
         const { revoked } = await app.identity().revokeIdentitySessions(organizationId, { identityId: session.identityId, sessionId });
         // Revoked by someone else since it was read: this command did nothing either.
-        if (revoked === 0) throw notFound("session_not_found", `session ${sessionId} is revoked already (see gatehouse sessions list)`);
+        if (revoked === 0) throw revokedAlready(sessionId);
       });
       cli.out.result({ session_id: sessionId, revoked: true }, () => `revoked ${sessionId}\n`);
     });

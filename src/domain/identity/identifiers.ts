@@ -60,6 +60,11 @@ export function readIdentifier(raw: string, field: string, violations: Violation
 
 const uuidShape = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
+/** Whether `value` is a UUID as Gatehouse writes them (lower-case hex): every id of identities, sessions, ceremonies. */
+export function isUuid(value: string): boolean {
+  return uuidShape.test(value);
+}
+
 /** Reads a UUID field (identity_id, session_id), adding a violation when it is not one. */
 export function readUuid(raw: string, field: string, violations: Violation[]): string {
   const value = raw.trim().toLowerCase();

@@ -1,5 +1,6 @@
 import type { AuthenticationResponseJSON, RegistrationResponseJSON } from "@simplewebauthn/server";
 import type { Violation } from "../errors.js";
+import { isUuid } from "../identity/identifiers.js";
 
 /** CONTRACT.md "Identity API": ceremonies expire after 5 minutes and are single-use. */
 export const ceremonyTtlSeconds = 5 * 60;
@@ -18,7 +19,6 @@ const maxCredentialIdLength = 1364;
 
 const base64url = /^[A-Za-z0-9_-]+$/;
 const controlCharacter = /\p{Cc}/u;
-const uuidShape = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 type Json = Record<string, unknown>;
 
@@ -30,7 +30,7 @@ function isObject(value: unknown): value is Json {
 export function readCeremonyId(raw: string, field: string, violations: Violation[]): string {
   const value = raw.trim().toLowerCase();
   if (value.length === 0) violations.push({ field, description: "is required" });
-  else if (!uuidShape.test(value)) violations.push({ field, description: "must be the ceremony_id a begin call returned" });
+  else if (!isUuid(value)) violations.push({ field, description: "must be the ceremony_id a begin call returned" });
   return value;
 }
 
@@ -172,5 +172,5 @@ export function userHandleOf(userId: string): Uint8Array<ArrayBuffer> {
 /** The user id (identity or account UUID) a user handle (base64url) names, or null when it names none. */
 export function userIdOfUserHandle(userHandle: string): string | null {
   const text = Buffer.from(userHandle, "base64url").toString("utf8");
-  return uuidShape.test(text) ? text : null;
+  return isUuid(text) ? text : null;
 }
