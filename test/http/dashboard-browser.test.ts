@@ -93,7 +93,9 @@ describe("the dashboard in a real browser", () => {
     expect(new URL(first.url()).search).toBe("");
     await expectAccessibleOn(first);
     await screenshot(first, "00-first-visit");
-    // A link into the dashboard leads to the same page, and back afterwards.
+    // A link into the dashboard leads to the same page, and back afterwards (once the sign-in page's own requests
+    // are answered, or leaving it would abort them).
+    await first.waitForLoadState("networkidle");
     await first.goto(`${server.origin}/dashboard/members`);
     await first.waitForURL("**/dashboard/sign-in?next=%2Fdashboard%2Fmembers");
     await first.getByRole("heading", { name: "Sign in to the dashboard" }).waitFor();
@@ -578,6 +580,9 @@ describe("the dashboard in a real browser", () => {
     const returning = await away.newPage();
     await returning.goto(`${server.origin}/dashboard/members`);
     await returning.getByRole("heading", { name: "Members", level: 1 }).waitFor();
+    // The heading comes before the lists of members and invitations: wait for their requests too, or the reload
+    // below aborts one of them (a failure of the test's making, not the dashboard's).
+    await returning.waitForLoadState("networkidle");
     // Past its lifetime while nobody looked.
     await server.app.database.client.dashboardSession.updateMany({
       where: { hash: hashToken(value) },
