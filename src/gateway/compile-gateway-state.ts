@@ -136,6 +136,14 @@ export const alwaysDropped: ReadonlySet<string> = new Set([
   "x-request-id",
 ]);
 
+/**
+ * The empty list every route without rules or plugins of a kind shares: ten
+ * thousand plain routes would otherwise hold sixty thousand empty arrays
+ * (about 2 MB).
+ */
+const none: readonly never[] = Object.freeze([]);
+const listOrNone = <T>(list: readonly T[]): readonly T[] => (list.length === 0 ? none : list);
+
 const secretReference = /\$\{secret:([a-z0-9][a-z0-9_-]{0,63})\/([A-Za-z_][A-Za-z0-9_.-]{0,127})\}/g;
 const safeHeaderValue = /^[\t\x20-\x7e]*$/;
 
@@ -321,12 +329,12 @@ function compileRouting(state: GatewayState, options: CompileOptions): CompiledR
       upstream: target as UpstreamTarget,
       closed,
       cors,
-      denyRules,
-      allowRules,
-      apiKeys,
-      sessions,
-      rateLimits,
-      rewrites,
+      denyRules: listOrNone(denyRules),
+      allowRules: listOrNone(allowRules),
+      apiKeys: listOrNone(apiKeys),
+      sessions: listOrNone(sessions),
+      rateLimits: listOrNone(rateLimits),
+      rewrites: listOrNone(rewrites),
       dropHeaders: extraDropped.length === 0 ? alwaysDropped : new Set([...alwaysDropped, ...extraDropped]),
       plain:
         closed === undefined &&
