@@ -11,7 +11,7 @@
 // clock), and until that request's answer was back at the client (one more
 // trip through the gateway).
 //
-//   node scripts/build.mjs && node bench/gateway-propagation.mjs [--changes 100] [--database postgresql://...] [--pin]
+//   node scripts/build.mjs && node bench/gateway-propagation.mjs [--changes 100] [--database postgresql://...] [--pin] [--json]
 //
 // There is no load generator to keep apart here: the four processes stand for
 // four machines, so they may use every core of this one (taskset 0-N, also
@@ -23,10 +23,10 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { request } from "node:http";
 import { mkdtempSync, rmSync } from "node:fs";
-import { availableParallelism, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { freePort, median, percentile, printTable, root, spawnNode } from "./support.mjs";
+import { everyCore, freePort, median, percentile, printTable, root, spawnNode } from "./support.mjs";
 
 const upstreamScript = `
 require("node:http").createServer((req, res) => {
@@ -70,7 +70,7 @@ export async function measurePropagation({
   databaseAdminUrl = "postgresql://postgres@127.0.0.1:5432/postgres",
   pin = false,
 } = {}) {
-  const core = pin ? 0 : `0-${availableParallelism() - 1}`;
+  const core = pin ? 0 : everyCore();
   const { default: pg } = await import("pg");
   const admin = new pg.Client({ connectionString: databaseAdminUrl });
   await admin.connect();
@@ -243,5 +243,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     databaseAdminUrl: flag("database", "postgresql://postgres@127.0.0.1:5432/postgres"),
     pin: args.includes("--pin"),
   });
-  printTable("PUT answer -> first request routed by the new revision (two gateways, two control planes, PostgreSQL)", result.rows);
+  // --json: the figures on one line, for bench/gateway.mjs (which runs this in a process of its own).
+  if (args.includes("--json")) console.log(JSON.stringify(result));
+  else printTable("PUT answer -> first request routed by the new revision (two gateways, two control planes, PostgreSQL)", result.rows);
 }

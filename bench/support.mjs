@@ -3,7 +3,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
-import { availableParallelism, tmpdir } from "node:os";
+import { availableParallelism, cpus, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
@@ -31,6 +31,15 @@ const hasTaskset = spawnSync("sh", ["-c", "command -v taskset"]).status === 0;
 export function pinToCore(core) {
   if (!hasTaskset || availableParallelism() <= core) return;
   spawnSync("taskset", ["-a", "-p", "-c", String(core), String(process.pid)], { stdio: "ignore" });
+}
+
+/**
+ * Every online core, as a taskset list ("0-1"). Not availableParallelism(): that
+ * counts the cores this process may run on, which is one once pinToCore has run,
+ * and a server meant to spread over the machine would be confined to core 0.
+ */
+export function everyCore() {
+  return `0-${cpus().length - 1}`;
 }
 
 /**
