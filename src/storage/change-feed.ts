@@ -1,3 +1,6 @@
+import { randomUUID } from "node:crypto";
+import { closeSync, openSync, statSync, watch, type FSWatcher } from "node:fs";
+import { open, stat } from "node:fs/promises";
 import pg from "pg";
 import type { DatabaseConfig } from "../config.js";
 import type { Database, Tx } from "./database.js";
@@ -8,10 +11,13 @@ import type { Database, Tx } from "./database.js";
  * Writers queue notifications inside a transaction; they are delivered if and
  * only if it commits. On PostgreSQL they travel as NOTIFY (sent by the server
  * at commit, in commit order) and every instance LISTENs on one dedicated
- * connection. On SQLite the database lives in one process, so they are
- * delivered in-process after the commit, to every instance that opened the
- * same file. Payloads are small (identifiers, a revision): subscribers read
- * what changed from the database.
+ * connection. On SQLite they are delivered in-process after the commit, to
+ * every instance that opened the same file, and appended to a notice file
+ * beside the database (`<file>-notices`), which a process with subscribers
+ * follows: an operator command run in another process (a headless
+ * `gatehouse sessions revoke`, say) reaches the server's subscribers as it
+ * would on PostgreSQL. Payloads are small (identifiers, a revision):
+ * subscribers read what changed from the database.
  *
  * Delivery is prompt but not a log: a subscriber that must not miss a change
  * reads from its last known position when it subscribes and whenever it is
@@ -61,17 +67,154 @@ export function createChangeFeed(deps: ChangeFeedDeps): ChangeFeed {
 
 type Listener = (event: ChangeEvent) => void;
 
+interface LocalHub {
+  feeds: number;
+  topics: Map<string, Set<Listener>>;
+  /** Following the notice file: from the first subscription until the last feed closes. */
+  tail: NoticeTail | undefined;
+}
+
 /** Listeners per topic, shared by every feed of one SQLite file in this process. */
-const localHubs = new Map<string, { feeds: number; topics: Map<string, Set<Listener>> }>();
+const localHubs = new Map<string, LocalHub>();
+
+/** Marks the notices this process wrote, which it has delivered in-process already. */
+const noticeOrigin = randomUUID();
+/** Past this size the notice file is emptied by the next writer; a follower that sees it shrink reports a gap. */
+const maxNoticeFileBytes = 1 << 20;
+/** How often a follower looks at the notice file when no watch event came (a missed event, a file system without them). */
+const noticePollMs = 1_000;
+
+export function noticeFileOf(file: string): string {
+  return `${file}-notices`;
+}
+
+/** Appends committed notifications to the notice file, one JSON line each (one append: other writers' lines never interleave). */
+async function appendNotices(file: string, notices: readonly { topic: string; payload: string }[]): Promise<void> {
+  const text = notices.map(({ topic, payload }) => `${JSON.stringify({ o: noticeOrigin, t: topic, p: payload })}\n`).join("");
+  const handle = await open(noticeFileOf(file), "a", 0o600);
+  try {
+    await handle.appendFile(text);
+    if ((await handle.stat()).size > maxNoticeFileBytes) await handle.truncate(0);
+  } finally {
+    await handle.close();
+  }
+}
+
+interface NoticeTail {
+  stop(): void;
+}
+
+/**
+ * Follows the notice file from its current end: each complete line another
+ * process wrote is delivered to onNotice; a file that shrank (emptied by a
+ * writer) or a line that cannot be read is a gap, since notices may have
+ * been lost.
+ */
+function tailNotices(
+  file: string,
+  onNotice: (topic: string, payload: string) => void,
+  onGap: () => void,
+  logger: ChangeFeedDeps["logger"],
+): NoticeTail {
+  const path = noticeFileOf(file);
+  closeSync(openSync(path, "a", 0o600));
+  let offset = statSync(path).size;
+  let partial: Buffer = Buffer.alloc(0);
+  let reading = false;
+  let again = false;
+  let stopped = false;
+
+  const read = async (): Promise<void> => {
+    if (reading) {
+      again = true;
+      return;
+    }
+    reading = true;
+    try {
+      do {
+        again = false;
+        const size = await stat(path).then(
+          (s) => s.size,
+          () => 0,
+        );
+        if (size < offset) {
+          offset = 0;
+          partial = Buffer.alloc(0);
+          onGap();
+        }
+        if (size === offset) continue;
+        const chunk = Buffer.alloc(size - offset);
+        const handle = await open(path, "r");
+        let bytes: number;
+        try {
+          ({ bytesRead: bytes } = await handle.read(chunk, 0, chunk.length, offset));
+        } finally {
+          await handle.close();
+        }
+        offset += bytes;
+        const text = Buffer.concat([partial, chunk.subarray(0, bytes)]);
+        const end = text.lastIndexOf(0x0a);
+        partial = end === -1 ? text : text.subarray(end + 1);
+        if (end === -1) continue;
+        let unreadable = false;
+        for (const line of text.subarray(0, end).toString("utf8").split("\n")) {
+          const notice = parseNotice(line);
+          if (notice === undefined) unreadable = true;
+          else if (notice.o !== noticeOrigin && topicPattern.test(notice.t)) onNotice(notice.t, notice.p);
+        }
+        if (unreadable) onGap();
+      } while (again && !stopped);
+    } catch (error) {
+      logger?.warn({ err: error }, "the change feed could not read its notice file");
+      onGap();
+    } finally {
+      reading = false;
+    }
+  };
+
+  let watcher: FSWatcher | undefined;
+  try {
+    watcher = watch(path, { persistent: false }, () => void read());
+    watcher.on("error", () => {
+      watcher?.close();
+      watcher = undefined;
+    });
+  } catch {
+    // No watch events here: the poll below is the only way.
+  }
+  const poll = setInterval(() => void read(), noticePollMs);
+  poll.unref();
+  return {
+    stop() {
+      stopped = true;
+      watcher?.close();
+      clearInterval(poll);
+    },
+  };
+}
+
+function parseNotice(line: string): { o: string; t: string; p: string } | undefined {
+  try {
+    const value = JSON.parse(line) as unknown;
+    if (typeof value !== "object" || value === null) return undefined;
+    const { o, t, p } = value as Record<string, unknown>;
+    return typeof o === "string" && typeof t === "string" && typeof p === "string" ? { o, t, p } : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 function createLocalFeed(deps: ChangeFeedDeps, file: string): ChangeFeed {
   let hub = localHubs.get(file);
   if (!hub) {
-    hub = { feeds: 0, topics: new Map() };
+    hub = { feeds: 0, topics: new Map(), tail: undefined };
     localHubs.set(file, hub);
   }
   hub.feeds++;
   const shared = hub;
+  const dispatch = (topic: string, event: ChangeEvent) => {
+    for (const listener of [...(shared.topics.get(topic) ?? [])]) deliver(listener, event, deps);
+  };
   const mine = new Set<{ topic: string; listener: Listener }>();
   let closed = false;
   return {
@@ -83,13 +226,25 @@ function createLocalFeed(deps: ChangeFeedDeps, file: string): ChangeFeed {
           pending.push({ topic, payload });
         }),
       );
-      for (const { topic, payload } of pending) {
-        for (const listener of [...(shared.topics.get(topic) ?? [])]) deliver(listener, { kind: "message", payload }, deps);
-      }
+      if (pending.length === 0) return result;
+      for (const { topic, payload } of pending) dispatch(topic, { kind: "message", payload });
+      // For the other processes on this file. The change is committed: a notice that cannot be written is
+      // only late (subscribers re-read everything now and then), never a reason to fail the write.
+      await appendNotices(file, pending).catch((error: unknown) =>
+        deps.logger?.warn({ err: error }, "the change feed could not write its notice file: other processes learn of the change late"),
+      );
       return result;
     },
     subscribe(topic, listener) {
       checkTopic(topic);
+      shared.tail ??= tailNotices(
+        file,
+        (noticeTopic, payload) => dispatch(noticeTopic, { kind: "message", payload }),
+        () => {
+          for (const noticeTopic of shared.topics.keys()) dispatch(noticeTopic, { kind: "gap" });
+        },
+        deps.logger,
+      );
       const listeners = shared.topics.get(topic) ?? new Set();
       shared.topics.set(topic, listeners);
       listeners.add(listener);
@@ -110,7 +265,10 @@ function createLocalFeed(deps: ChangeFeedDeps, file: string): ChangeFeed {
       for (const { topic, listener } of mine) shared.topics.get(topic)?.delete(listener);
       mine.clear();
       shared.feeds--;
-      if (shared.feeds === 0) localHubs.delete(file);
+      if (shared.feeds === 0) {
+        shared.tail?.stop();
+        localHubs.delete(file);
+      }
     },
   };
 }
