@@ -88,14 +88,12 @@ describe("gatehouse keys --kind gateway", () => {
         body: { id: created.id, revoked: true },
       });
       const exited = performance.now();
-      if (onPostgres) {
-        // Announced through the database: the server ends the stream and forgets the key at once.
-        expect(ConnectError.from(await stream.ended(10_000)).code).toBe(Code.Unauthenticated);
-        console.log(
-          `gateway key revoked by the CLI: its stream ended ${Math.round(performance.now() - exited)} ms after the command exited (it ran ${Math.round(exited - started)} ms)`,
-        );
-      }
-      // Wherever the cache stood, a new request is refused once the credential cache's bound has passed (SQLite: another process cannot tell it).
+      // Announced (NOTIFY on PostgreSQL, the notice file on SQLite): the server ends the stream and forgets the key at once.
+      expect(ConnectError.from(await stream.ended(10_000)).code).toBe(Code.Unauthenticated);
+      console.log(
+        `gateway key revoked by the CLI (${onPostgres ? "PostgreSQL" : "SQLite"}): its stream ended ${Math.round(performance.now() - exited)} ms after the command exited (it ran ${Math.round(exited - started)} ms)`,
+      );
+      // And a new request is refused.
       await expectEventually(
         async () => (await server.call(`/organization/${org}/config`, { bearer: created.gateway_key })).status === 401,
       );
@@ -177,18 +175,15 @@ describe("gatehouse consumers", () => {
       expect(JSON.stringify(listed.body)).not.toContain(key);
       expect(runCli(["consumers", "list", "--org", org], env).stdout).toMatch(/^CONSUMER_ID +PREFIX +STATUS +NAME\n/);
 
-      if (onPostgres) {
-        const announced = await stream.next();
-        expect(announced.event).toEqual({
-          case: "consumerCreated",
-          value: expect.objectContaining({ consumerId: id, keySha256: sha256(key) }),
-        });
-      }
+      // Announced by the command's process (NOTIFY on PostgreSQL, the notice file on SQLite): the stream carries both.
+      const announced = await stream.next();
+      expect(announced.event).toEqual({
+        case: "consumerCreated",
+        value: expect.objectContaining({ consumerId: id, keySha256: sha256(key) }),
+      });
       expect(json(["consumers", "revoke", "--org", org, id])).toEqual({ status: 0, body: { consumer_id: id, revoked: true } });
-      if (onPostgres) {
-        const revoked = await stream.next();
-        expect(revoked.event).toEqual({ case: "consumerRevoked", value: expect.objectContaining({ consumerId: id }) });
-      }
+      const revoked = await stream.next();
+      expect(revoked.event).toEqual({ case: "consumerRevoked", value: expect.objectContaining({ consumerId: id }) });
       expect(json<{ consumer_id: string; revoked_at: string | null }[]>(["consumers", "list", "--org", org]).body).toContainEqual(
         expect.objectContaining({ consumer_id: id, revoked_at: expect.any(String) }),
       );

@@ -12,10 +12,9 @@ import { requireOrganization, withApp } from "../with-app.js";
 /**
  * The gateway-key and consumer-key functions the dashboard uses, over the
  * command's store, with a change feed of its own: on PostgreSQL what they
- * change is announced through the database (NOTIFY), so running instances
- * and their gateways learn of it at once; on SQLite a command in another
- * process cannot reach them, and gateways learn of it at their next re-read
- * (at most a minute).
+ * change is announced through the database (NOTIFY), on SQLite through the
+ * notice file beside it, so running instances and their gateways learn of it
+ * at once.
  */
 export async function withGatewayCredentials<T>(app: App, fn: (credentials: GatewayCredentials) => Promise<T>): Promise<T> {
   const changeFeed = createChangeFeed({ database: app.database, config: app.config.database });
@@ -94,7 +93,7 @@ export const registerConsumers: CommandGroup = (program, cli) => {
 
   const revoke = consumers
     .command("revoke")
-    .description("revoke a consumer key: every gateway refuses it at once (on PostgreSQL; on SQLite within a minute)")
+    .description("revoke a consumer key: every gateway refuses it at once")
     .requiredOption("--org <id>", "organisation id")
     .argument("<consumer-id>", "the consumer's id (see gatehouse consumers list)")
     .action(async (consumerId: string, options: { org: string }) => {

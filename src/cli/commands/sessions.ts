@@ -60,8 +60,8 @@ async function listSessions(app: App, organizationId: string, identityId: string
 /**
  * `gatehouse sessions list|revoke`: end users' sessions. A revocation goes
  * through the identity domain the dashboard and IdentityService call, so it is
- * announced to gateways as theirs are: at once on PostgreSQL (through the
- * database), on SQLite at the gateways' next re-read.
+ * announced to gateways as theirs are, at once: through the database on
+ * PostgreSQL, through the notice file beside the database on SQLite.
  */
 export const registerSessions: CommandGroup = (program, cli) => {
   const sessions = program
@@ -112,9 +112,9 @@ export const registerSessions: CommandGroup = (program, cli) => {
     .option("--org <id>", "the session's or identity's organisation (found from the id when left out)")
     .addHelpText(
       "after",
-      "\nGive a session id or --identity, not both. On PostgreSQL the revocation is announced through the database:\n" +
-        "running instances and their gateways refuse the tokens at once. On SQLite gateways learn of it at their next\n" +
-        'full re-read (at most a minute). With --json: {"session_id", "revoked": true}, or for --identity\n' +
+      "\nGive a session id or --identity, not both. The revocation is announced (through the database on PostgreSQL,\n" +
+        "through the notice file beside it on SQLite): running instances and their gateways refuse the tokens at once.\n" +
+        'With --json: {"session_id", "revoked": true}, or for --identity\n' +
         '{"identity_id", "revoked_sessions": <count>} (0 when none was live).',
     )
     .action(async (sessionId: string | undefined, options: { identity?: string; org?: string }) => {
