@@ -182,7 +182,14 @@ export function createGateway(options: GatewayOptions): Gateway {
 
     async listen() {
       const boundPort = await listenOn(server, host, port);
-      const boundAdmin = await listenOn(admin, adminHost, adminPort);
+      let boundAdmin: number;
+      try {
+        boundAdmin = await listenOn(admin, adminHost, adminPort);
+      } catch (error) {
+        // All or nothing: a proxy left listening without its admin port would keep the process alive, failed.
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+        throw error;
+      }
       return { url: urlOf(host, boundPort), adminUrl: urlOf(adminHost, boundAdmin), port: boundPort, adminPort: boundAdmin };
     },
 

@@ -1,4 +1,6 @@
 import { spawnSync } from "node:child_process";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 // @ts-expect-error: a plain ES module of the project's scripts, without types.
 import { promtoolPath } from "../../scripts/ensure-promtool.mjs";
 import {
@@ -10,6 +12,9 @@ import {
   type EchoUpstream,
   type TestGateway,
 } from "../support/gateway.js";
+import { freePort } from "../support/free-port.js";
+import { createGateway } from "../../src/gateway/gateway.js";
+import { createLoggers } from "../../src/server/logger.js";
 
 /**
  * CONTRACT.md "Gateway (data plane)", the admin address: /healthz, /readyz
@@ -129,4 +134,25 @@ test("the exposition follows the Prometheus naming rules, and promtool check met
   const promtool = spawnSync(promtoolBinary, ["check", "metrics"], { input: text, encoding: "utf8" });
   expect(`${promtool.stdout}${promtool.stderr}`.trim()).toBe("");
   expect(promtool.status).toBe(0);
+});
+
+test("a gateway whose admin port is taken does not listen at all: its proxy port is let go, so a failed start can exit", async () => {
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+  const adminPort = (taken.address() as AddressInfo).port;
+  const port = await freePort();
+  const gateway = createGateway({ host: "127.0.0.1", port, adminPort, logger: createLoggers("silent").app });
+  try {
+    await expect(gateway.listen()).rejects.toMatchObject({ code: "EADDRINUSE" });
+    // Free again: nothing of the failed start holds it (before the fix, the proxy stayed bound and the process alive).
+    const again = createServer();
+    await new Promise<void>((resolve, reject) => {
+      again.once("error", reject);
+      again.listen(port, "127.0.0.1", resolve);
+    });
+    await new Promise<void>((resolve) => again.close(() => resolve()));
+  } finally {
+    await gateway.close();
+    await new Promise<void>((resolve) => taken.close(() => resolve()));
+  }
 });
