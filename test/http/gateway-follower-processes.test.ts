@@ -1,5 +1,4 @@
 import { execFile } from "node:child_process";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { hashToken } from "../../src/crypto/tokens.js";
@@ -15,6 +14,7 @@ import {
   type RecordedFollower,
 } from "../support/gateway-control.js";
 import { startTestServer, type TestServer } from "../support/server.js";
+import { freePort } from "../support/free-port.js";
 
 /**
  * The follower against control planes in processes of their own: killed with
@@ -36,17 +36,6 @@ let gatewayKey: string;
 let helper: TestServer;
 const followers: RecordedFollower[] = [];
 const env = () => ({ DATABASE_URL: db.url, GATEHOUSE_DATA_DIR: db.dataDir, PORT: String(port) });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port: free } = probe.address() as { port: number };
-      probe.close(() => resolve(free));
-    });
-  });
-}
 
 /** Polls /readyz until it answers 200; resolves with when it did (performance.now()). */
 async function readyAt(url: string, timeoutMs = 30_000): Promise<number> {

@@ -1,5 +1,4 @@
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { hashToken } from "../../src/crypto/tokens.js";
@@ -22,6 +21,7 @@ import {
 import { enablePasswords, goodPassword, newIdentifier, postRest } from "../support/identity-client.js";
 import { secretsApi } from "../support/secrets-client.js";
 import { createManualClock, startTestServer, type TestServer } from "../support/server.js";
+import { freePort } from "../support/free-port.js";
 
 /**
  * The follower (src/gateway/follower.ts) against real control planes over
@@ -66,18 +66,6 @@ async function follow(options: Partial<Parameters<typeof startFollower>[0]> = {}
   const follower = await startFollower({ urls: [server.url], gatewayKey, gatewayId: "edge-test", ...options });
   followers.push(follower);
   return follower;
-}
-
-/** A port nothing listens on (taken and released). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
 }
 
 const routeNames = (state: GatewayState) => state.document.routes.map((r) => r.name);

@@ -1,11 +1,11 @@
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startServe, type ServeProcess } from "../support/cli.js";
 import { isBuilt } from "../support/config-process.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { freePort } from "../support/free-port.js";
 
 /**
  * The README is a walk-through that runs. This test takes every ```sh block of
@@ -101,15 +101,6 @@ function startSession(cwd: string, env: Record<string, string>, scratch: string)
       }
     },
   };
-}
-
-/** A port nobody listens on now (the server binds it a moment later). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 let db: TestDatabase;

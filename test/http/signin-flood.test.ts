@@ -1,5 +1,4 @@
 import { spawn } from "node:child_process";
-import { createServer } from "node:net";
 import { setPriority } from "node:os";
 import { join } from "node:path";
 import { hashingThreads } from "../../src/domain/identity/hashing-threads.js";
@@ -9,6 +8,7 @@ import { enablePasswords, goodPassword, newIdentifier, setIdentitySettings } fro
 import { spawnServer, type ServerProcess } from "../support/config-process.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { createManualClock, startTestServer } from "../support/server.js";
+import { freePort } from "../support/free-port.js";
 
 /**
  * Bounded work before authentication (docs/identity.md "Brute-force protection"): a
@@ -55,18 +55,6 @@ function startFlood(options: Record<string, unknown>) {
     });
   });
   return { started, done };
-}
-
-/** A port free at the moment (PUBLIC_URL must name the port before the server starts). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const address = probe.address();
-      probe.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
-    });
-  });
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;

@@ -1,9 +1,9 @@
 import { spawnSync } from "node:child_process";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { DashboardAuthService } from "../../gen/svc/v1/dashboard_auth_pb.js";
 import type { InitialCredentials } from "../../src/domain/tenancy/tenancy.js";
 import { startTestServer, type TestServer, type TestServerOptions } from "./server.js";
+import { freePort } from "./free-port.js";
 
 /** The header and origin every dashboard request of a page carries. */
 export const dashboardHeader = "x-gatehouse-dashboard";
@@ -15,17 +15,6 @@ export interface DashboardTestServer extends TestServer {
   setupToken: string;
   /** The setup link, pointing at this server. */
   setupUrl: string;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const address = probe.address();
-      probe.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
-    });
-  });
 }
 
 /**
