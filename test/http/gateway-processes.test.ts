@@ -1,15 +1,14 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { Agent, request } from "node:http";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { gatehouseBin, runCli } from "../support/cli.js";
+import { runCli } from "../support/cli.js";
 import { isBuilt, spawnServer, type ServerProcess } from "../support/config-process.js";
 import { cookieOf, dashboardAuthRpc, dashboardRpc, ownerPassword, tokenOf, type DashboardTestServer } from "../support/dashboard-server.js";
 import { createTestDatabase, testProvider, type TestDatabase } from "../support/database.js";
 import { startEchoUpstream, type EchoUpstream } from "../support/gateway.js";
+import { freePort, startGatewayProcess, until, type GatewayProcess } from "../support/gateway-process.js";
 import { secretsApi } from "../support/secrets-client.js";
 import type { TestServer } from "../support/server.js";
 
@@ -44,30 +43,6 @@ const secretValues: string[] = [];
 let tag = 0;
 
 const cliEnv = () => ({ DATABASE_URL: db.url, GATEHOUSE_DATA_DIR: db.dataDir });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-async function until(condition: () => Promise<boolean> | boolean, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      if (await condition()) return;
-    } catch {
-      // not answering yet
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
 
 /** Starts (or restarts, on the same port) control plane i and waits for its /readyz. */
 async function startControlPlane(i: number): Promise<void> {
@@ -162,69 +137,9 @@ async function newGatewayKey(name: string): Promise<{ key: string; id: string }>
   return { key: created.key, id: created.gatewayKey.id };
 }
 
-interface GatewayProcess {
-  id: string;
-  url: string;
-  adminUrl: string;
-  cache: string;
-  child: ChildProcess;
-  /** What it wrote (warnings and errors: LOG_LEVEL=warn). */
-  output(): string;
-  stop(): Promise<void>;
-}
-
-/** `gatehouse gateway` on ephemeral ports, following `urls`; resolves once it listens. */
+/** `gatehouse gateway` on ephemeral ports, following `urls`; resolves once it listens (stopped after the file). */
 async function startGateway(options: { id: string; key: string; urls: string[]; cache?: string }): Promise<GatewayProcess> {
-  const cache = options.cache ?? join(work, `${options.id}.json`);
-  const child = spawn(process.execPath, [gatehouseBin, "gateway", "--json"], {
-    env: {
-      ...process.env,
-      GATEHOUSE_URL: options.urls.join(","),
-      GATEHOUSE_GATEWAY_KEY: options.key,
-      GATEWAY_ID: options.id,
-      GATEWAY_PORT: "0",
-      HOST: "127.0.0.1",
-      GATEWAY_CACHE: cache,
-      LOG_LEVEL: "warn",
-    },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let out = "";
-  child.stdout?.on("data", (chunk: Buffer) => {
-    out += chunk.toString();
-  });
-  child.stderr?.on("data", (chunk: Buffer) => {
-    out += chunk.toString();
-  });
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const addresses = await new Promise<{ gateway_url: string; gateway_admin_url: string }>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway ${options.id} did not start:\n${out}`)), 30_000);
-    const poll = setInterval(() => {
-      const line = out.split("\n").find((l) => l.startsWith('{"gateway_url"'));
-      if (line) {
-        clearInterval(poll);
-        clearTimeout(timer);
-        resolve(JSON.parse(line) as { gateway_url: string; gateway_admin_url: string });
-      }
-    }, 20);
-    void exited.then(() => {
-      clearInterval(poll);
-      clearTimeout(timer);
-      reject(new Error(`gateway ${options.id} exited:\n${out}`));
-    });
-  });
-  const gateway: GatewayProcess = {
-    id: options.id,
-    url: addresses.gateway_url,
-    adminUrl: addresses.gateway_admin_url,
-    cache,
-    child,
-    output: () => out,
-    async stop() {
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
-      await exited;
-    },
-  };
+  const gateway = await startGatewayProcess({ ...options, cache: options.cache ?? join(work, `${options.id}.json`) });
   gateways.push(gateway);
   return gateway;
 }

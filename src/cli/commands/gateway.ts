@@ -17,6 +17,9 @@ export const registerGateway: CommandGroup = (program, cli) => {
         "  GATEWAY_ADMIN_PORT     /healthz, /readyz and /metrics (default: GATEWAY_PORT + 1)\n" +
         "  GATEWAY_CACHE          last-known-good file (default ./data/gateway-<organization_id>.json)\n" +
         "  GATEWAY_ID             its name among the organisation's connected gateways (default host-pid)\n" +
+        "  GATEWAY_UPSTREAM_TIMEOUT_MS\n" +
+        "                         how long an upstream may take to answer before the gateway answers 504\n" +
+        "                         (100 to 600000; default 30000)\n" +
         "The gateway opens no database: it learns the organisation, the session issuer and keys, the\n" +
         "configuration, consumers, revocations and referenced secrets from the control plane.\n" +
         "With --json: one line {gateway_url, gateway_admin_url} once listening.",
@@ -38,6 +41,7 @@ export const registerGateway: CommandGroup = (program, cli) => {
       const port = readPort(env.GATEWAY_PORT, "GATEWAY_PORT", 8000);
       const adminPort = env.GATEWAY_ADMIN_PORT?.trim() ? readPort(env.GATEWAY_ADMIN_PORT, "GATEWAY_ADMIN_PORT", 8001) : undefined;
       const dataDir = resolve(env.GATEHOUSE_DATA_DIR?.trim() || "data");
+      const upstreamTimeoutMs = readInteger(env.GATEWAY_UPSTREAM_TIMEOUT_MS, "GATEWAY_UPSTREAM_TIMEOUT_MS", 100, 600_000);
       const loggers = createLoggers(env.LOG_LEVEL?.trim() || "info");
       const running = await startGateway(
         {
@@ -48,6 +52,7 @@ export const registerGateway: CommandGroup = (program, cli) => {
           gatewayKey,
           gatewayId: env.GATEWAY_ID?.trim() || defaultGatewayId(),
           cacheFile: env.GATEWAY_CACHE?.trim() ? resolve(env.GATEWAY_CACHE.trim()) : { directory: dataDir },
+          ...(upstreamTimeoutMs !== undefined ? { upstreamTimeoutMs } : {}),
         },
         loggers.app,
       );
@@ -68,6 +73,17 @@ export const registerGateway: CommandGroup = (program, cli) => {
     "GATEHOUSE_URL=https://cp1.example.com,https://cp2.example.com GATEWAY_PORT=80 GATEHOUSE_GATEWAY_KEY=gw_... gatehouse gateway",
   ]);
 };
+
+/** An integer setting from min to max, or undefined when it is not set (the default applies). */
+function readInteger(raw: string | undefined, name: string, min: number, max: number): number | undefined {
+  const text = raw?.trim();
+  if (!text) return undefined;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new CliError("invalid_configuration", `${name} must be a whole number of milliseconds from ${min} to ${max}`);
+  }
+  return value;
+}
 
 function readPort(raw: string | undefined, name: string, fallback: number): number {
   const text = raw?.trim();
