@@ -68,23 +68,28 @@ const settle = () => new Promise((resolve) => setTimeout(resolve, 1_300));
 
 const describeBuilt = isBuilt() ? describe : describe.skip;
 
+/** Runs `body` in a node process of its own, with `feed`, a change feed on this test's SQLite file (the built code). */
+async function inAnotherProcess(body: string): Promise<void> {
+  const script = `
+    const { openDatabase } = await import(${JSON.stringify(join(process.cwd(), "dist/src/storage/database.js"))});
+    const { createChangeFeed } = await import(${JSON.stringify(join(process.cwd(), "dist/src/storage/change-feed.js"))});
+    const config = { provider: "sqlite", file: process.env.FILE };
+    const database = await openDatabase(config);
+    const feed = createChangeFeed({ database, config });
+    ${body}
+    await feed.close();
+    await database.close();
+  `;
+  await promisify(execFile)(process.execPath, ["--input-type=module", "-e", script], { env: { ...process.env, FILE: file } });
+}
+
 describeBuilt("a commit in another process", () => {
   test("reaches this process's subscribers of its topic, in order, and no other topic's", async () => {
     const here = feed();
     const config = record(here, "config");
     const secrets = record(here, "secrets");
-    const script = `
-      const { openDatabase } = await import(${JSON.stringify(join(process.cwd(), "dist/src/storage/database.js"))});
-      const { createChangeFeed } = await import(${JSON.stringify(join(process.cwd(), "dist/src/storage/change-feed.js"))});
-      const config = { provider: "sqlite", file: process.env.FILE };
-      const database = await openDatabase(config);
-      const feed = createChangeFeed({ database, config });
-      await feed.transaction(async (_tx, notify) => { notify("config", "org-1 7"); notify("config", "org-1 8"); });
-      await feed.close();
-      await database.close();
-    `;
     const started = performance.now();
-    await promisify(execFile)(process.execPath, ["--input-type=module", "-e", script], { env: { ...process.env, FILE: file } });
+    await inAnotherProcess(`await feed.transaction(async (_tx, notify) => { notify("config", "org-1 7"); notify("config", "org-1 8"); });`);
     await config.until((events) => events.length >= 2);
     const seen = performance.now();
     expect(config.events).toEqual([message("org-1 7"), message("org-1 8")]);
@@ -95,18 +100,10 @@ describeBuilt("a commit in another process", () => {
   test("that rolls back announces nothing", async () => {
     const here = feed();
     const config = record(here, "config");
-    const script = `
-      const { openDatabase } = await import(${JSON.stringify(join(process.cwd(), "dist/src/storage/database.js"))});
-      const { createChangeFeed } = await import(${JSON.stringify(join(process.cwd(), "dist/src/storage/change-feed.js"))});
-      const config = { provider: "sqlite", file: process.env.FILE };
-      const database = await openDatabase(config);
-      const feed = createChangeFeed({ database, config });
+    await inAnotherProcess(`
       await feed.transaction(async (_tx, notify) => { notify("config", "org-1 9"); throw new Error("rolled back"); }).catch(() => {});
       await feed.transaction(async (_tx, notify) => notify("config", "org-1 10"));
-      await feed.close();
-      await database.close();
-    `;
-    await promisify(execFile)(process.execPath, ["--input-type=module", "-e", script], { env: { ...process.env, FILE: file } });
+    `);
     await config.until((events) => events.length >= 1);
     await settle();
     expect(config.events).toEqual([message("org-1 10")]);
