@@ -117,8 +117,14 @@ function tailNotices(
   logger: ChangeFeedDeps["logger"],
 ): NoticeTail {
   const path = noticeFileOf(file);
-  closeSync(openSync(path, "a", 0o600));
-  let offset = statSync(path).size;
+  let offset = 0;
+  try {
+    closeSync(openSync(path, "a", 0o600));
+    offset = statSync(path).size;
+  } catch (error) {
+    // Not fatal: this process's own notifications still arrive; the poll below retries the file.
+    logger?.warn({ err: error }, "the change feed cannot open its notice file: changes made by other processes arrive late");
+  }
   let partial: Buffer = Buffer.alloc(0);
   let reading = false;
   let again = false;

@@ -164,6 +164,16 @@ describe("the notice file", () => {
     expect(warnings).toContain("the change feed could not write its notice file: other processes learn of the change late");
   });
 
+  test("that cannot be opened does not fail a subscription: the process's own notifications still arrive", async () => {
+    const warnings: string[] = [];
+    const here = feed({ warn: (_object, text) => warnings.push(text) });
+    mkdirSync(noticeFileOf(file));
+    const config = record(here, "config");
+    expect(warnings).toContain("the change feed cannot open its notice file: changes made by other processes arrive late");
+    await here.transaction(async (_tx, notify) => notify("config", "org-1 6"));
+    expect(config.events).toContainEqual(message("org-1 6"));
+  });
+
   test("is not followed once every feed of the process has closed", async () => {
     const here = feed();
     const events: ChangeEvent[] = [];
