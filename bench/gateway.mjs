@@ -20,7 +20,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SignJWT, exportJWK, generateKeyPair } from "jose";
-import { everyCore, freePort, load, median, pinToCore, printTable, root, spawnNode } from "./support.mjs";
+import { everyCore, freePort, hasTaskset, load, median, pinToCore, printTable, root, spawnNode } from "./support.mjs";
 
 const args = process.argv.slice(2);
 const flag = (name, fallback) => {
@@ -225,18 +225,9 @@ function rssMegabytes(pid) {
 
 /** bench/gateway-propagation.mjs in a process of its own, on every core; its figures. */
 function measurePropagation(count) {
-  const run = spawnSync(
-    "taskset",
-    ["-c", everyCore(), process.execPath, join(root, "bench", "gateway-propagation.mjs"), "--changes", String(count), "--json"],
-    { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] },
-  );
-  const hasTaskset = run.error === undefined;
-  const result = hasTaskset
-    ? run
-    : spawnSync(process.execPath, [join(root, "bench", "gateway-propagation.mjs"), "--changes", String(count), "--json"], {
-        encoding: "utf8",
-        stdio: ["ignore", "pipe", "inherit"],
-      });
+  const node = [process.execPath, join(root, "bench", "gateway-propagation.mjs"), "--changes", String(count), "--json"];
+  const [command, ...args] = hasTaskset ? ["taskset", "-c", everyCore(), ...node] : node;
+  const result = spawnSync(command, args, { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
   if (result.status !== 0) throw new Error(`bench/gateway-propagation.mjs exited with ${result.status}`);
   return JSON.parse(result.stdout.trim().split("\n").at(-1));
 }

@@ -21,7 +21,7 @@ export function freePort() {
   });
 }
 
-const hasTaskset = spawnSync("sh", ["-c", "command -v taskset"]).status === 0;
+export const hasTaskset = spawnSync("sh", ["-c", "command -v taskset"]).status === 0;
 
 /**
  * Pins this process (the load generator) and its threads to one core, so that

@@ -9,7 +9,7 @@ import { isBuilt, spawnServer, type ServerProcess } from "../support/config-proc
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { echoOf, reasonOf, send, startEchoUpstream, type Answer, type EchoUpstream } from "../support/gateway.js";
 import { signInWithMagicLink } from "../support/gateway-control.js";
-import { freePort, startGatewayProcess, until, type GatewayProcess } from "../support/gateway-process.js";
+import { freePort, revisionAt, startGatewayProcess, until, type GatewayProcess } from "../support/gateway-process.js";
 import { secretsApi } from "../support/secrets-client.js";
 import type { TestServer } from "../support/server.js";
 
@@ -61,13 +61,6 @@ const api = (path: string, init: RequestInit & { bearer?: string } = {}) => {
 /** A new identity signed in with a magic link, through the control plane's IdentityService. */
 const signIn = () => signInWithMagicLink({ call: api } as unknown as TestServer, secretKey);
 
-/** The revision the gateway serves, from its /metrics. */
-async function revisionAt(): Promise<number> {
-  const text = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
-  const line = text.split("\n").find((l) => l.startsWith("gatehouse_gateway_config_revision "));
-  return line ? Number(line.split(" ")[1]) : -1;
-}
-
 /** PUTs a configuration (strict) with the given API key; the answer's status and body. */
 async function putConfig(yaml: string, bearer = adminKey): Promise<{ status: number; body: Record<string, unknown> }> {
   const response = await api(`/organization/${org}/config?strict=true`, {
@@ -84,7 +77,7 @@ async function apply(yaml: string): Promise<void> {
   const put = await putConfig(yaml);
   if (put.status !== 200) throw new Error(`PUT config: ${put.status} ${JSON.stringify(put.body)}`);
   const revision = Number(put.body.revision);
-  await until(async () => (await revisionAt()) >= revision, `the gateway at revision ${revision}`);
+  await until(async () => (await revisionAt(gateway)) >= revision, `the gateway at revision ${revision}`);
 }
 
 const through = (path: string, headers: Record<string, string | string[]> = {}, method = "GET", body?: string) =>
@@ -544,13 +537,13 @@ describe("plugins, in the contract's order", () => {
 
 describe("secret references, at the control plane", () => {
   test("a PUT referencing a missing secret is 400 with its line, and the gateway keeps the revision it has", async () => {
-    const revision = await revisionAt();
+    const revision = await revisionAt(gateway);
     const yaml = documentOf().replace("production/UPSTREAM_TOKEN", "production/NOT_THERE");
     const put = await putConfig(yaml);
     expect(put.status).toBe(400);
     expect(JSON.stringify(put.body)).toContain("NOT_THERE");
     expect(JSON.stringify(put.body)).toMatch(/"line":\d+/);
-    expect(await revisionAt()).toBe(revision);
+    expect(await revisionAt(gateway)).toBe(revision);
   });
 
   test("deleting a referenced secret is 409 naming the plugin; a member may not add or change a reference", async () => {

@@ -8,7 +8,7 @@ import { isBuilt, spawnServer, type ServerProcess } from "../support/config-proc
 import { cookieOf, dashboardAuthRpc, dashboardRpc, ownerPassword, tokenOf, type DashboardTestServer } from "../support/dashboard-server.js";
 import { createTestDatabase, testProvider, type TestDatabase } from "../support/database.js";
 import { startEchoUpstream, type EchoUpstream } from "../support/gateway.js";
-import { freePort, startGatewayProcess, until, type GatewayProcess } from "../support/gateway-process.js";
+import { freePort, revisionAt, startGatewayProcess, until, type GatewayProcess } from "../support/gateway-process.js";
 import { secretsApi } from "../support/secrets-client.js";
 import type { TestServer } from "../support/server.js";
 
@@ -142,13 +142,6 @@ async function startGateway(options: { id: string; key: string; urls: string[]; 
   const gateway = await startGatewayProcess({ ...options, cache: options.cache ?? join(work, `${options.id}.json`) });
   gateways.push(gateway);
   return gateway;
-}
-
-/** The revision number the gateway reports in /metrics (-1 without one). */
-async function revisionAt(gateway: GatewayProcess): Promise<number> {
-  const text = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
-  const line = text.split("\n").find((l) => l.startsWith("gatehouse_gateway_config_revision "));
-  return line ? Number(line.split(" ")[1]) : -1;
 }
 
 interface Through {

@@ -29,6 +29,13 @@ export interface GatewayProcess {
   stop(): Promise<void>;
 }
 
+/** The configuration revision a gateway reports in its /metrics (-1 without one). */
+export async function revisionAt(gateway: Pick<GatewayProcess, "adminUrl">): Promise<number> {
+  const text = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
+  const line = text.split("\n").find((l) => l.startsWith("gatehouse_gateway_config_revision "));
+  return line ? Number(line.split(" ")[1]) : -1;
+}
+
 /** `gatehouse gateway` on ephemeral ports, following `urls`; resolves once it listens. */
 export async function startGatewayProcess(options: {
   id: string;
