@@ -1,6 +1,7 @@
 import { resolve } from "node:path";
 import { DomainError } from "./domain/errors.js";
 import { defaultSignInLimits, type SignInLimits } from "./domain/identity/sign-in-limits.js";
+import { readGatewayEnvironment, type GatewayEnvironment } from "./gateway/gateway-settings.js";
 import { parseTrustedProxies, type TrustedProxies } from "./server/client-address.js";
 
 /** Everything Gatehouse reads from its environment, validated once at start. */
@@ -67,6 +68,8 @@ export interface GatewayConfig {
   adminPort: number | undefined;
   /** GATEWAY_CACHE: the last-known-good file; default gateway-<organization_id>.json in the data directory. */
   cacheFile: string | undefined;
+  /** Limits and trusted proxies (GATEWAY_MAX_*, GATEWAY_*_TIMEOUT_MS, TRUSTED_PROXIES). */
+  environment: GatewayEnvironment;
 }
 
 export type DatabaseConfig = { provider: "sqlite"; file: string } | { provider: "postgresql"; url: string };
@@ -94,11 +97,14 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     firstMessageTimeoutMs: readInteger(env, "GRPC_FIRST_MESSAGE_TIMEOUT_MS", 10_000, 100, 600_000, problems),
     idleTimeoutMs: readInteger(env, "GRPC_IDLE_TIMEOUT_MS", 300_000, 1_000, 3_600_000, problems),
   };
+  const trusted = parseTrustedProxies(env.TRUSTED_PROXIES);
+  for (const description of trusted.problems) problems.push({ field: "TRUSTED_PROXIES", description });
   const gatewayPortRaw = env.GATEWAY_PORT?.trim().toLowerCase();
   const gateway: GatewayConfig = {
     port: gatewayPortRaw === "off" ? "off" : readPort(env, "GATEWAY_PORT", port === 0 ? 0 : 8000, problems),
     adminPort: env.GATEWAY_ADMIN_PORT?.trim() ? readPort(env, "GATEWAY_ADMIN_PORT", 8001, problems) : undefined,
     cacheFile: env.GATEWAY_CACHE?.trim() ? resolve(cwd, env.GATEWAY_CACHE.trim()) : undefined,
+    environment: readGatewayEnvironment(env, problems, trusted.proxies),
   };
   if (transport.requestTimeoutMs < transport.headersTimeoutMs) {
     problems.push({
@@ -106,8 +112,6 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       description: "must be at least HTTP_HEADERS_TIMEOUT_MS (a request includes its headers)",
     });
   }
-  const trusted = parseTrustedProxies(env.TRUSTED_PROXIES);
-  for (const description of trusted.problems) problems.push({ field: "TRUSTED_PROXIES", description });
   const signIn: SignInLimits = {
     hashingQueueLimit: readInteger(env, "HASHING_QUEUE_LIMIT", defaultSignInLimits.hashingQueueLimit, 1, 100_000, problems),
     hashingQueuePerClient: readInteger(env, "HASHING_QUEUE_PER_CLIENT", defaultSignInLimits.hashingQueuePerClient, 1, 100_000, problems),

@@ -4,11 +4,13 @@ import type { Dispatcher } from "undici";
 import type { ConfigDocument, ConfigValue, PluginResource, RouteResource, RuleResource } from "../domain/config/config-document.js";
 import { answers, gatewayAnswer, type GatewayAnswer } from "./gateway-answer.js";
 import type { GatewayState } from "./gateway-state.js";
+import { readRequestPath } from "../domain/config/request-path.js";
 import { compileRuleRegex, type RuleRegexMatcher } from "../domain/config/rule-regex.js";
+import { isForbiddenRewriteHeader } from "../domain/config/plugin-configs.js";
 import { createCorsPolicy, type CorsPolicy } from "./cors-policy.js";
 import type { RouteMetrics } from "./gateway-metrics.js";
 import { createRateLimiter, type RateLimiter } from "./rate-limiter.js";
-import { canonicalPath } from "./request-path.js";
+import { alwaysDropped, type HeaderPolicy, type HeaderRewrite } from "./proxy/upstream-headers.js";
 import { createRouteTable, methodMaskOf, type RoutableRoute, type RouteTable } from "./route-table.js";
 import { createSessionVerifier, type SessionVerifier } from "./session-verifier.js";
 
@@ -52,16 +54,8 @@ export interface RateLimit {
   readonly requests: number;
 }
 
-/** One request-headers plugin with its secret references resolved: what to do to the upstream request. */
-export interface HeaderRewrite {
-  readonly remove: readonly string[];
-  /** [name, value, name, value, ...] */
-  readonly set: readonly string[];
-  readonly add: readonly string[];
-}
-
 /** A route with everything a request needs, computed once per revision. */
-export interface CompiledRoute extends RoutableRoute {
+export interface CompiledRoute extends RoutableRoute, HeaderPolicy {
   readonly upstream: UpstreamTarget;
   /** Set when the route cannot be served (an unresolved secret, a rule that cannot run): its 503. */
   readonly closed: GatewayAnswer | undefined;
@@ -71,9 +65,6 @@ export interface CompiledRoute extends RoutableRoute {
   readonly apiKeys: readonly ApiKeyAuth[];
   readonly sessions: readonly SessionAuth[];
   readonly rateLimits: readonly RateLimit[];
-  readonly rewrites: readonly HeaderRewrite[];
-  /** Request header names never forwarded as the client sent them. */
-  readonly dropHeaders: ReadonlySet<string>;
   /** Whether any plugin or rule runs before forwarding (a route without is forwarded at once). */
   readonly plain: boolean;
   /** Filled on the route's first request. */
@@ -113,36 +104,13 @@ export interface CompileOptions {
 }
 
 /**
- * Request headers never forwarded as sent: hop-by-hop fields (RFC 9110
- * section 7.6.1; Proxy-Authorization is meant for this hop too), the fields
- * the gateway sets itself, and Expect (the gateway's own server answers
- * 100-continue and streams the body on).
- */
-export const alwaysDropped: ReadonlySet<string> = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "proxy-authorization",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
-  "http2-settings",
-  "expect",
-  "host",
-  "x-forwarded-for",
-  "x-forwarded-proto",
-  "x-forwarded-host",
-  "x-request-id",
-]);
-
-/**
  * The empty list every route without rules or plugins of a kind shares: ten
  * thousand plain routes would otherwise hold sixty thousand empty arrays
  * (about 2 MB).
  */
 const none: readonly never[] = Object.freeze([]);
 const listOrNone = <T>(list: readonly T[]): readonly T[] => (list.length === 0 ? none : list);
+const noNames: ReadonlySet<string> = new Set();
 
 const secretReference = /\$\{secret:([a-z0-9][a-z0-9_-]{0,63})\/([A-Za-z_][A-Za-z0-9_.-]{0,127})\}/g;
 const safeHeaderValue = /^[\t\x20-\x7e]*$/;
@@ -241,7 +209,7 @@ function compileRouting(state: GatewayState, options: CompileOptions): CompiledR
     const route = specOf<RouteResource>(resource);
     const exact = !route.path.endsWith("/*");
     const rawBase = exact ? route.path : route.path.slice(0, -2);
-    let base = rawBase === "" ? "" : canonicalPath(rawBase);
+    let base = rawBase === "" ? "" : readRequestPath(rawBase)?.match;
     if (base === undefined) {
       warn("a route's path cannot be matched: the route is left out", { route: route.name });
       continue;
@@ -276,6 +244,8 @@ function compileRouting(state: GatewayState, options: CompileOptions): CompiledR
     const rateLimits: RateLimit[] = [];
     const rewrites: HeaderRewrite[] = [];
     const extraDropped: string[] = [];
+    const added: string[] = [];
+    const identityHeaders: string[] = [];
     for (const name of route.plugins ?? []) {
       const plugin = plugins.get(name);
       if (plugin === undefined) continue;
@@ -310,12 +280,22 @@ function compileRouting(state: GatewayState, options: CompileOptions): CompiledR
           const auth = instance as SessionAuth;
           sessions.push(auth);
           // A client-sent identity header is never forwarded, whether or not a session is presented.
-          if (auth.identityHeader !== undefined) extraDropped.push(auth.identityHeader);
+          if (auth.identityHeader !== undefined) {
+            extraDropped.push(auth.identityHeader);
+            identityHeaders.push(auth.identityHeader);
+          }
           break;
         }
         case "request-headers":
           if ("unresolved" in instance) closed = answers.unresolvedSecret;
-          else rewrites.push(instance as HeaderRewrite);
+          else {
+            const rewrite = instance as HeaderRewrite;
+            rewrites.push(rewrite);
+            // What a plugin sets or removes is the plugin's, in every spelling; what it adds keeps the client's own value.
+            extraDropped.push(...rewrite.remove);
+            for (let i = 0; i < rewrite.set.length; i += 2) extraDropped.push(rewrite.set[i]!);
+            for (let i = 0; i < rewrite.add.length; i += 2) added.push(rewrite.add[i]!);
+          }
           break;
       }
     }
@@ -336,6 +316,9 @@ function compileRouting(state: GatewayState, options: CompileOptions): CompiledR
       rateLimits: listOrNone(rateLimits),
       rewrites: listOrNone(rewrites),
       dropHeaders: extraDropped.length === 0 ? alwaysDropped : new Set([...alwaysDropped, ...extraDropped]),
+      addedHeaders: added.length === 0 ? noNames : new Set(added),
+      restrictsMethods: route.methods !== undefined,
+      identityHeaders: listOrNone(identityHeaders),
       plain:
         closed === undefined &&
         cors === undefined &&
@@ -371,7 +354,7 @@ function compileRule(rule: RuleResource): CompiledRule | { problem: string } {
     return { name: rule.name, kind: "header", header: match.header.toLowerCase(), regex: compiled.matcher, denied };
   }
   if ("path_prefix" in match) {
-    const prefix = canonicalPath(match.path_prefix);
+    const prefix = readRequestPath(match.path_prefix)?.match;
     if (prefix === undefined) return { problem: "the path prefix cannot be matched" };
     return { name: rule.name, kind: "path", prefix, denied };
   }
@@ -439,6 +422,11 @@ function compileSharedPlugin(
         const out: string[] = [];
         if (value === undefined || typeof value !== "object" || Array.isArray(value)) return out;
         for (const [name, raw] of Object.entries(value)) {
+          // Refused at import; a document stored before a name became forbidden never gets to use it.
+          if (isForbiddenRewriteHeader(name)) {
+            warn("a request-headers plugin names a header it may not change: that entry is ignored", { plugin: plugin.name, header: name });
+            continue;
+          }
           const resolved = resolve(String(raw));
           if (resolved === undefined) return undefined;
           out.push(name.toLowerCase(), resolved);
@@ -448,7 +436,9 @@ function compileSharedPlugin(
       const set = pairs(config.set);
       const add = pairs(config.add);
       if (set === undefined || add === undefined) return { unresolved: true };
-      const remove = Array.isArray(config.remove) ? (config.remove as string[]).map((h) => h.toLowerCase()) : [];
+      const remove = Array.isArray(config.remove)
+        ? (config.remove as string[]).map((h) => h.toLowerCase()).filter((h) => !isForbiddenRewriteHeader(h))
+        : [];
       return { remove, set, add };
     }
     default:

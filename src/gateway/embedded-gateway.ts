@@ -32,6 +32,10 @@ export async function startEmbeddedGateway(app: App, platformUrl: string): Promi
       gatewayKey,
       gatewayId: "embedded",
       cacheFile: config.gateway.cacheFile ?? { directory: config.dataDir },
+      limits: config.gateway.environment.limits,
+      trustedProxies: config.gateway.environment.trustedProxies,
+      // The platform's own connections share the process's open files.
+      sharedDescriptors: config.transport.maxConnections,
     },
     app.logger,
   );

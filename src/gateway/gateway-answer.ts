@@ -44,12 +44,76 @@ export const answers = {
   badTarget: gatewayAnswer(
     Code.InvalidArgument,
     "malformed_path",
-    "the request path is malformed: send an absolute path (origin form) with valid percent-encoding and no . or .. segments",
+    "the request path is malformed: send an absolute path with valid percent-encoding, no backslash (\\ or %5C) and no . or .. segments (also encoded or with ; parameters)",
   ),
-  notWebSocket: gatewayAnswer(
+  malformedRequest: gatewayAnswer(
     Code.InvalidArgument,
-    "unsupported_upgrade",
-    "only WebSocket upgrades (Upgrade: websocket) are tunnelled: send the request without an Upgrade header",
+    "malformed_request",
+    "the request is not valid HTTP/1.1 (RFC 9112): check the request line, the header fields and the body's framing",
+  ),
+  requestTimeout: gatewayAnswer(
+    Code.DeadlineExceeded,
+    "request_timeout",
+    "the request did not arrive in time: send the whole request head (and body) without pausing",
+    { status: 408 },
+  ),
+  headersTooLarge: gatewayAnswer(
+    Code.ResourceExhausted,
+    "request_head_too_large",
+    "the request line and header fields are larger than this gateway accepts: send fewer or smaller headers",
+    { status: 431 },
+  ),
+  versionNotSupported: gatewayAnswer(
+    Code.Unimplemented,
+    "http_version_not_supported",
+    "this port speaks HTTP/1.1 (and HTTP/1.0): send the request as HTTP/1.1",
+    { status: 505 },
+  ),
+  expectationFailed: gatewayAnswer(
+    Code.InvalidArgument,
+    "expectation_failed",
+    "the gateway meets only Expect: 100-continue: send the request without that Expect field",
+    { status: 417 },
+  ),
+  connectNotAllowed: gatewayAnswer(Code.Unimplemented, "method_not_allowed", "the gateway is not a forward proxy: CONNECT is not served", {
+    status: 405,
+  }),
+  traceNotAllowed: gatewayAnswer(
+    Code.Unimplemented,
+    "method_not_allowed",
+    "TRACE is never forwarded (it would echo credentials back): use another method",
+    { status: 405 },
+  ),
+  missingHost: gatewayAnswer(
+    Code.InvalidArgument,
+    "host_missing",
+    "an HTTP/1.1 request carries one Host header field (RFC 9112 section 3.2): add it",
+  ),
+  duplicateHost: gatewayAnswer(
+    Code.InvalidArgument,
+    "host_repeated",
+    "the request carries more than one Host header field (RFC 9112 section 3.2): send exactly one",
+  ),
+  hostMismatch: gatewayAnswer(
+    Code.InvalidArgument,
+    "host_mismatch",
+    "the Host header field differs from the authority of the absolute-form request target: send the same authority in both",
+  ),
+  badAbsoluteTarget: gatewayAnswer(
+    Code.InvalidArgument,
+    "malformed_target",
+    "the request target is neither an absolute path (/a/b) nor an http or https URL with a host and no user information",
+  ),
+  upgradeWithBody: gatewayAnswer(
+    Code.InvalidArgument,
+    "upgrade_with_body",
+    "a WebSocket opening handshake is a GET without a body (RFC 6455 section 4.1): send it without Content-Length or Transfer-Encoding",
+  ),
+  tooManyTunnels: gatewayAnswer(
+    Code.Unavailable,
+    "too_many_tunnels",
+    "this gateway holds as many WebSocket tunnels as it allows: retry later, or on another instance",
+    { status: 503, retryAfterSeconds: 5 },
   ),
   upstreamUnreachable: gatewayAnswer(
     Code.Unavailable,
@@ -114,11 +178,12 @@ export function rateLimitedAnswer(route: string, retryAfterSeconds: number): Gat
 
 /**
  * The bytes of an answer written straight onto a socket (an upgrade request
- * the gateway refuses): an HTTP/1.1 response that closes the connection.
+ * the gateway refuses, a parser error, CONNECT): an HTTP/1.1 response with
+ * Date (RFC 9110 section 6.6.1) that closes the connection.
  * `headers` are [name, value, ...] the gateway built (never raw request text).
  */
 export function rawAnswer(answer: GatewayAnswer, headers: readonly string[]): Buffer {
-  let head = `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? ""}\r\ncontent-type: application/json\r\ncontent-length: ${answer.body.length}\r\nconnection: close\r\n`;
+  let head = `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? ""}\r\ndate: ${new Date().toUTCString()}\r\ncontent-type: application/json\r\ncontent-length: ${answer.body.length}\r\nconnection: close\r\n`;
   for (let i = 0; i < headers.length; i += 2) head += `${headers[i]}: ${headers[i + 1]}\r\n`;
   return Buffer.concat([Buffer.from(`${head}\r\n`, "latin1"), answer.body]);
 }

@@ -2,15 +2,17 @@ import { createHash, randomBytes } from "node:crypto";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Dispatcher } from "undici";
+import { readRequestPath } from "../domain/config/request-path.js";
+import { isTrustedProxy, type TrustedProxies } from "../server/client-address.js";
 import type { AccessLog } from "./access-log.js";
 import type { CompiledGatewayState, CompiledRoute, CompiledRule } from "./compile-gateway-state.js";
 import { answers, methodNotAllowedAnswer, rateLimitedAnswer, rawAnswer, type GatewayAnswer } from "./gateway-answer.js";
 import type { GatewayMetrics, RouteMetrics, UpstreamErrorKind } from "./gateway-metrics.js";
+import { connectionOptions, droppedResponseHeaders, upstreamHeaders } from "./proxy/upstream-headers.js";
+import { openWebSocketTunnel } from "./proxy/websocket-tunnel.js";
 import type { RateDecision } from "./rate-limiter.js";
-import { canonicalPath, pathOfTarget } from "./request-path.js";
 import { allowHeaderOf, methodIndex } from "./route-table.js";
 import type { VerifiedSession } from "./session-verifier.js";
-import { openTunnel } from "./websocket-tunnel.js";
 
 export interface GatewayHandlerDeps {
   /** The compiled state new requests are served with; undefined until one is loaded. */
@@ -26,6 +28,10 @@ export interface GatewayHandlerDeps {
   upstreamTimeoutMs: number;
   /** Open WebSocket tunnels (client sockets), ended when the gateway closes. */
   tunnels: Set<Duplex>;
+  /** WebSocket tunnels open at once at most: beyond, an upgrade is refused with 503. */
+  maxTunnels: number;
+  /** Proxies whose forwarding headers are passed on (TRUSTED_PROXIES); from anyone else they are replaced. */
+  trustedProxies: TrustedProxies;
 }
 
 const requestIdPrefix = randomBytes(4).toString("hex");
@@ -35,38 +41,23 @@ const safeRequestId = /^[A-Za-z0-9._:-]{1,64}$/;
 /** Bodies of refused requests up to this size are read and dropped to keep the connection; larger ones close it. */
 const drainableBodyBytes = 64 * 1024;
 
-/** Response header names never passed back to the client: hop-by-hop (RFC 9110 section 7.6.1). */
-const droppedResponseHeaders: ReadonlySet<string> = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "proxy-authenticate",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
-]);
-
 /** Scratch space for rate-limit decisions: each is filled and read within one synchronous step. */
 const decision: RateDecision = { allowed: true, limit: 0, remaining: 0, resetSeconds: 0, retryAfterSeconds: 0 };
 
-/**
- * Field names a Connection header lists as hop-by-hop (RFC 9110 section
- * 7.6.1), besides the usual "keep-alive" and "close" that name no field.
- */
-function connectionOptions(value: string | string[] | undefined): string[] | undefined {
-  if (value === undefined) return undefined;
-  const text = Array.isArray(value) ? value.join(",") : value;
-  if (text.length <= 10) {
-    const lower = text.toLowerCase();
-    if (lower === "keep-alive" || lower === "close") return undefined;
+/** An absolute-form request target (RFC 9112 section 3.2.2): scheme, authority, and the rest from the path on. */
+const absoluteForm = /^https?:\/\/([^/?#@\s]+)([/?][^#]*)?$/i;
+
+/** Whether the request carries more than one Host field (Node keeps only the first in `headers`). */
+function repeatsHost(rawHeaders: readonly string[]): boolean {
+  let seen = false;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    if (name.length === 4 && name.toLowerCase() === "host") {
+      if (seen) return true;
+      seen = true;
+    }
   }
-  const names: string[] = [];
-  for (const part of text.split(",")) {
-    const name = part.trim().toLowerCase();
-    if (name !== "" && name !== "close" && name !== "keep-alive") names.push(name);
-  }
-  return names.length === 0 ? undefined : names;
+  return false;
 }
 
 /** `host[:port]` to the host alone, lower case, without a trailing dot. */
@@ -150,6 +141,12 @@ export class Exchange implements Dispatcher.DispatchHandler {
   compiled: CompiledGatewayState | undefined = undefined;
   /** The matching form of the path. */
   path = "";
+  /** The path as read without ignoring parameters or decoding %2F (request-path.ts): allow rules must match it too. */
+  literalPath = "";
+  /** What the upstream is asked for: the canonical path (request-path.ts) and the query as sent. */
+  forwardTarget = "";
+  /** The authority the request is routed by: its Host, or an absolute-form target's. */
+  authority: string | undefined = undefined;
   peer = "";
   now = 0;
   consumerId: string | undefined = undefined;
@@ -205,18 +202,53 @@ export class Exchange implements Dispatcher.DispatchHandler {
     res.end(answer.body);
   }
 
+  /** Answers a request the gateway refuses before routing it. */
+  refuse(answer: GatewayAnswer): false {
+    this.answer(answer);
+    return false;
+  }
+
   // --- the pipeline ---------------------------------------------------------
+
+  /**
+   * The request target and Host, read once (RFC 9112 section 3.2): an
+   * origin-form path, or an absolute-form URL whose authority the Host field
+   * (if any) repeats exactly. False when the gateway has answered the request.
+   */
+  readTarget(): boolean {
+    const req = this.req;
+    const headers = req.headers;
+    if (repeatsHost(req.rawHeaders)) return this.refuse(answers.duplicateHost);
+    let target = req.url ?? "";
+    let authority = headers.host;
+    if (target.charCodeAt(0) !== 47) {
+      const absolute = absoluteForm.exec(target);
+      if (absolute === null) return this.refuse(answers.badAbsoluteTarget);
+      const named = absolute[1]!;
+      if (authority !== undefined && authority.toLowerCase() !== named.toLowerCase()) return this.refuse(answers.hostMismatch);
+      authority = named;
+      target = absolute[2] === undefined || absolute[2].charCodeAt(0) === 63 /* ? */ ? `/${absolute[2] ?? ""}` : absolute[2];
+    } else if (authority === undefined && req.httpVersion === "1.1") {
+      return this.refuse(answers.missingHost);
+    }
+    const queryAt = target.indexOf("?");
+    const path = readRequestPath(queryAt === -1 ? target : target.slice(0, queryAt));
+    if (path === undefined) return this.refuse(answers.badTarget);
+    this.path = path.match;
+    this.literalPath = path.literal;
+    this.forwardTarget = queryAt === -1 ? path.forward : path.forward + target.slice(queryAt);
+    this.authority = authority;
+    return true;
+  }
 
   /** Routing, then the plugins in the contract's order, then the upstream. */
   run(compiled: CompiledGatewayState): undefined {
     this.compiled = compiled;
     const req = this.req;
-    const target = req.url ?? "";
-    const path = target.charCodeAt(0) === 47 ? canonicalPath(pathOfTarget(target)) : undefined;
-    if (path === undefined) return this.answer(answers.badTarget);
-    this.path = path;
+    if (!this.readTarget()) return;
+    const path = this.path;
     const headers = req.headers;
-    const host = hostOf(headers.host);
+    const host = hostOf(this.authority);
     const method = methodIndex(req.method ?? "GET");
     let found = compiled.routing.table.lookup(host, path, method);
     let preflight = false;
@@ -230,6 +262,11 @@ export class Exchange implements Dispatcher.DispatchHandler {
         }
         preflight = typeof found !== "number" && found.cors !== undefined;
       }
+    }
+    if (req.method === "TRACE") {
+      // Never forwarded (RFC 9110 section 9.3.8: it would echo the request, credentials included).
+      const allowed = typeof found === "number" ? found : found.methodMask & 0x7f;
+      return this.answer(answers.traceNotAllowed, ["allow", allowHeaderOf(allowed)]);
     }
     if (typeof found === "number") {
       return found === 0
@@ -269,8 +306,10 @@ export class Exchange implements Dispatcher.DispatchHandler {
     }
     if (route.allowRules.length > 0) {
       let allowed = false;
+      const literal = this.literalPath;
       for (const rule of route.allowRules) {
-        if (ruleMatches(rule, req, path, this.peer)) {
+        // An allow-listed prefix must hold however the upstream reads `;` and %2F (request-path.ts).
+        if (ruleMatches(rule, req, path, this.peer) && (literal === path || ruleMatches(rule, req, literal, this.peer))) {
           allowed = true;
           break;
         }
@@ -366,39 +405,18 @@ export class Exchange implements Dispatcher.DispatchHandler {
 
   // --- forwarding -----------------------------------------------------------
 
-  /** The headers of the upstream request: the client's, less hop-by-hop ones, plus forwarding headers and plugin changes. */
+  /** The headers of the upstream request (proxy/upstream-headers.ts). */
   upstreamHeaders(): Record<string, string | string[]> {
-    const route = this.route!;
-    const source = this.req.headers;
-    const drop = route.dropHeaders;
-    const named = connectionOptions(source.connection);
-    const out: Record<string, string | string[]> = {};
-    for (const name in source) {
-      if (drop.has(name) || named?.includes(name)) continue;
-      const value = source[name];
-      if (value !== undefined) out[name] = value;
-    }
-    const forwardedFor = source["x-forwarded-for"];
-    out["x-forwarded-for"] = typeof forwardedFor === "string" && forwardedFor !== "" ? `${forwardedFor}, ${this.peer}` : this.peer;
-    out["x-forwarded-proto"] = "http";
-    const host = source.host;
-    if (host !== undefined) out["x-forwarded-host"] = host;
-    out["x-request-id"] = this.requestId;
-    if (this.identityId !== undefined) {
-      for (const auth of route.sessions) if (auth.identityHeader !== undefined) out[auth.identityHeader] = this.identityId;
-    }
-    for (const rewrite of route.rewrites) {
-      for (const name of rewrite.remove) delete out[name];
-      const set = rewrite.set;
-      for (let i = 0; i < set.length; i += 2) out[set[i]!] = set[i + 1]!;
-      const add = rewrite.add;
-      for (let i = 0; i < add.length; i += 2) {
-        const name = add[i]!;
-        const existing = out[name];
-        out[name] = existing === undefined ? add[i + 1]! : Array.isArray(existing) ? [...existing, add[i + 1]!] : [existing, add[i + 1]!];
-      }
-    }
-    return out;
+    const req = this.req;
+    return upstreamHeaders(req.headers, this.route!, {
+      peer: this.peer,
+      trustedPeer: this.deps.trustedProxies.length > 0 && isTrustedProxy(this.peer, this.deps.trustedProxies),
+      proto: "http",
+      authority: this.authority,
+      requestId: this.requestId,
+      via: req.httpVersion === "1.0" ? "1.0 gatehouse" : "1.1 gatehouse",
+      identityId: this.identityId,
+    });
   }
 
   forward(): undefined {
@@ -406,13 +424,13 @@ export class Exchange implements Dispatcher.DispatchHandler {
     const route = this.route!;
     const req = this.req;
     if (this.res === undefined) {
-      openTunnel(this, route.upstream, this.upstreamHeaders());
+      this.tunnel();
       return;
     }
     try {
       route.upstream.dispatcher.dispatch(
         {
-          path: route.upstream.basePath + (req.url ?? "/"),
+          path: route.upstream.basePath + this.forwardTarget,
           method: req.method ?? "GET",
           headers: this.upstreamHeaders(),
           body: hasBody(req.headers) ? req : null,
@@ -425,6 +443,47 @@ export class Exchange implements Dispatcher.DispatchHandler {
       this.metrics?.upstreamError("reset");
       this.answer(answers.upstreamUnreachable);
     }
+  }
+
+  /** A WebSocket upgrade that every plugin let through: tunnelled only once the upstream switches protocols. */
+  tunnel(): void {
+    const upstream = this.route!.upstream;
+    const client = this.socket!;
+    const extra = ["x-request-id", this.requestId, "via", "1.1 gatehouse"];
+    if (this.extra !== undefined) extra.push(...this.extra);
+    openWebSocketTunnel(
+      {
+        client,
+        head: this.head,
+        target: upstream,
+        path: upstream.basePath + this.forwardTarget,
+        headers: { ...this.upstreamHeaders(), host: hostHeaderOf(upstream) },
+        timeoutMs: this.deps.upstreamTimeoutMs,
+        answerHeaders: extra,
+      },
+      {
+        opened: () => {
+          this.upstreamStatus = 101;
+          this.deps.tunnels.add(client);
+          client.once("close", () => this.deps.tunnels.delete(client));
+          this.settle(101);
+        },
+        answered: (status) => {
+          this.upstreamStatus = status;
+          this.settle(status);
+        },
+        failed: (kind) => {
+          this.metrics?.upstreamError(kind);
+          this.answer(kind === "timeout" ? answers.upstreamTimeout : answers.upstreamUnreachable);
+        },
+        closed: () => {
+          if (!this.settled) {
+            this.clientGone = true;
+            this.settle(499);
+          }
+        },
+      },
+    );
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -441,13 +500,16 @@ export class Exchange implements Dispatcher.DispatchHandler {
     const out: (string | string[])[] = [];
     let hasRequestId = false;
     for (const name in headers) {
-      if (droppedResponseHeaders.has(name) || named?.includes(name)) continue;
+      if (droppedResponseHeaders.has(name) || named?.includes(name) || name === "via") continue;
       if (corsOwned && name.startsWith("access-control-")) continue;
       if (name === "x-request-id") hasRequestId = true;
       const value = headers[name];
       if (value !== undefined) out.push(name, value);
     }
     if (!hasRequestId) out.push("x-request-id", this.requestId);
+    // RFC 9110 section 7.6.3: each intermediary appends itself to Via.
+    const via = headers.via;
+    out.push("via", typeof via === "string" && via !== "" ? `${via}, 1.1 gatehouse` : "1.1 gatehouse");
     if (this.extra !== undefined) out.push(...this.extra);
     if (this.deps.closing()) out.push("connection", "close");
     try {
@@ -473,8 +535,17 @@ export class Exchange implements Dispatcher.DispatchHandler {
     }
   }
 
-  onResponseEnd(): void {
-    this.res!.end();
+  onResponseEnd(_controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
+    const res = this.res!;
+    // Trailers travel on a chunked answer (RFC 9112 section 7.1.2); Node drops them where it cannot chunk (HTTP/1.0).
+    for (const name in trailers) {
+      const value = trailers[name];
+      if (value !== undefined) {
+        res.addTrailers(trailers as Record<string, string | string[]>);
+        break;
+      }
+    }
+    res.end();
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
@@ -554,13 +625,14 @@ export function createGatewayHandler(deps: GatewayHandlerDeps) {
       exchange.run(compiled);
     },
 
+    /** An `Upgrade: websocket` request (any other upgrade is served as plain HTTP/1.1 by the edge server). */
     upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): undefined {
       const exchange = new Exchange(deps, req, undefined, socket, head, requestIdOf(req), performance.now());
       socket.on("error", () => socket.destroy());
       const compiled = deps.current();
       if (compiled === undefined) return exchange.answer(answers.notConfigured);
-      const upgrade = req.headers.upgrade;
-      if (typeof upgrade !== "string" || upgrade.toLowerCase() !== "websocket") return exchange.answer(answers.notWebSocket);
+      if (hasBody(req.headers)) return exchange.answer(answers.upgradeWithBody);
+      if (deps.tunnels.size >= deps.maxTunnels) return exchange.answer(answers.tooManyTunnels, ["retry-after", "5"]);
       compiled.inFlight++;
       exchange.compiled = compiled;
       socket.once("close", () => {
@@ -572,4 +644,10 @@ export function createGatewayHandler(deps: GatewayHandlerDeps) {
       exchange.run(compiled);
     },
   };
+}
+
+/** The Host field of a request to an upstream: its host, and its port unless the scheme's default. */
+function hostHeaderOf(upstream: { hostname: string; port: number; secure: boolean }): string {
+  const host = upstream.hostname.includes(":") ? `[${upstream.hostname}]` : upstream.hostname;
+  return upstream.port === (upstream.secure ? 443 : 80) ? host : `${host}:${upstream.port}`;
 }

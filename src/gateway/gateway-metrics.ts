@@ -47,6 +47,10 @@ export interface GatewayGauges {
   routes: number;
   inFlight: number;
   tunnels: number;
+  /** Client connections open on the proxy port. */
+  connections: number;
+  /** The most client connections this gateway holds (its limit, fitted to the open-file limit). */
+  maxConnections: number;
   /** Whether a stream to a control plane is open; undefined for a gateway that follows none (fed by hand). */
   connected: boolean | undefined;
 }
@@ -78,6 +82,8 @@ export function createGatewayMetrics() {
     return metrics;
   }
   const unmatched = route("_unmatched");
+  /** Connections closed at once by a limit, by which. */
+  const refusedConnections = { connections: 0, client_connections: 0 };
 
   function render(gauges: GatewayGauges, now: number): string {
     const all = [...routes.values()].filter((m) => m.count > 0 || m.refused + m.reset + m.timeout + m.rateLimited > 0);
@@ -133,12 +139,30 @@ export function createGatewayMetrics() {
     lines.push(`gatehouse_gateway_requests_in_flight ${gauges.inFlight}`);
     family("gatehouse_gateway_websocket_tunnels", "gauge", "WebSocket tunnels open.");
     lines.push(`gatehouse_gateway_websocket_tunnels ${gauges.tunnels}`);
+    family("gatehouse_gateway_connections", "gauge", "Client connections open on the proxy port.");
+    lines.push(`gatehouse_gateway_connections ${gauges.connections}`);
+    family(
+      "gatehouse_gateway_connections_limit",
+      "gauge",
+      "Client connections the gateway holds at most (GATEWAY_MAX_CONNECTIONS, fitted to the open-file limit).",
+    );
+    lines.push(`gatehouse_gateway_connections_limit ${gauges.maxConnections}`);
+    family(
+      "gatehouse_gateway_connections_refused_total",
+      "counter",
+      "Client connections closed at once by a limit: the process's (connections) or one client address's (client_connections).",
+    );
+    for (const reason of ["connections", "client_connections"] as const)
+      lines.push(`gatehouse_gateway_connections_refused_total{reason="${reason}"} ${refusedConnections[reason]}`);
     return `${lines.join("\n")}\n`;
   }
 
   return {
     route,
     unmatched,
+    refusedConnection(reason: keyof typeof refusedConnections): void {
+      refusedConnections[reason]++;
+    },
     contentType: registry.contentType,
     async text(gauges: GatewayGauges, now: number): Promise<string> {
       return `${await registry.metrics()}\n${render(gauges, now)}`;

@@ -1,7 +1,8 @@
-import { createServer, type Server } from "node:http";
+import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import { Pool } from "undici";
+import { noTrustedProxies, type TrustedProxies } from "../server/client-address.js";
 import type { Logger } from "../server/logger.js";
 import { createAccessLog, type AccessLog } from "./access-log.js";
 import { createAdminServer } from "./admin-server.js";
@@ -9,6 +10,7 @@ import { compileGatewayState, type CompiledGatewayState } from "./compile-gatewa
 import { createGatewayHandler } from "./gateway-handler.js";
 import { createGatewayMetrics } from "./gateway-metrics.js";
 import type { GatewayState } from "./gateway-state.js";
+import { connectionBudget, createEdgeServer, defaultEdgeLimits, openFileLimit, type EdgeLimits } from "./proxy/edge-server.js";
 
 export interface GatewayOptions {
   /** Address of the proxy (default 127.0.0.1:8000; port 0 picks a free one). */
@@ -36,6 +38,18 @@ export interface GatewayOptions {
   upstreamConnections?: number;
   /** Whether the control plane is followed right now, for /metrics (a gateway fed by hand has none). */
   connected?: () => boolean;
+  /** Connection, tunnel and request-head limits (defaults: defaultEdgeLimits, docs/gateway.md "Limits"). */
+  limits?: Partial<EdgeLimits>;
+  /** Proxies whose X-Forwarded-*, Forwarded and X-Real-IP are passed on (TRUSTED_PROXIES; default none). */
+  trustedProxies?: TrustedProxies;
+  /**
+   * Open files other parts of the process may hold (the platform's own
+   * connections, for the gateway `gatehouse serve` embeds): the connection
+   * limit is fitted to the open-file limit less these.
+   */
+  sharedDescriptors?: number;
+  /** The process's open-file limit (default: read from the system); a seam for tests. */
+  openFileLimit?: number;
 }
 
 export interface GatewayAddresses {
@@ -115,6 +129,19 @@ export function createGateway(options: GatewayOptions): Gateway {
     }
   };
 
+  const configured: EdgeLimits = { ...defaultEdgeLimits, ...options.limits };
+  const fileLimit = options.openFileLimit ?? openFileLimit();
+  const limits: EdgeLimits = {
+    ...configured,
+    maxConnections: connectionBudget(configured.maxConnections, fileLimit, options.sharedDescriptors ?? 0),
+  };
+  if (limits.maxConnections < configured.maxConnections) {
+    logger.warn(
+      { configured: configured.maxConnections, limit: limits.maxConnections, openFileLimit: fileLimit },
+      "the gateway holds fewer client connections than GATEWAY_MAX_CONNECTIONS: the process's open-file limit (ulimit -n) is too low for more",
+    );
+  }
+
   const handler = createGatewayHandler({
     current: () => current,
     settled(compiled) {
@@ -127,10 +154,17 @@ export function createGateway(options: GatewayOptions): Gateway {
     clock,
     upstreamTimeoutMs,
     tunnels,
+    maxTunnels: limits.maxTunnels,
+    trustedProxies: options.trustedProxies ?? noTrustedProxies,
   });
 
-  const server: Server = createServer(handler.request);
-  server.on("upgrade", handler.upgrade);
+  const edge = createEdgeServer({
+    limits,
+    request: handler.request,
+    upgrade: handler.upgrade,
+    refused: (reason) => metrics.refusedConnection(reason),
+  });
+  const server: Server = edge.server;
   const admin = createAdminServer({
     ready: () => current !== undefined,
     metrics: () =>
@@ -141,6 +175,8 @@ export function createGateway(options: GatewayOptions): Gateway {
           routes: current?.routing.routes.length ?? 0,
           inFlight: inFlight(),
           tunnels: tunnels.size,
+          connections: edge.connections(),
+          maxConnections: limits.maxConnections,
           connected: options.connected?.(),
         },
         clock(),

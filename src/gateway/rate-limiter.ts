@@ -1,21 +1,25 @@
 /**
  * The counts behind a `rate-limit` plugin on one route, per client: at most
  * `requests` admitted in any window of `window_seconds`, counted by this
- * gateway instance for itself (CONTRACT.md "Gateway").
+ * gateway instance for itself (docs/gateway.md, "rate-limit").
  *
  * Algorithm: a sliding window over sub-windows. The window is cut into
- * `subWindows` slices; each client keeps one count per slice. A request at
- * time t is admitted when the admissions of every slice that overlaps
- * [t - window, t] number fewer than `requests`. Since that set covers the
- * whole window before t, no window of the configured length ever holds more
- * than `requests` admissions (the guarantee is exact, never approximate);
- * the price is that an old slice is let go only once all of it has left the
- * window, so a client at its limit may wait up to one slice (a tenth of the
- * window) longer than a perfect sliding log would make it wait. Memory is a
- * fixed 11 numbers per client, whatever `requests` is (a log would keep one
- * timestamp per admitted request).
+ * `subWindows` slices; each client keeps, per slice, the admissions and the
+ * time of the last of them. A slice's admissions are released together once
+ * its last admission has left the window (last + window <= now), so every
+ * admission is counted for at least a whole window after it happened: no
+ * window of the configured length ever holds more than `requests`
+ * admissions (the guarantee is exact, never approximate). The price is that
+ * the earlier admissions of a slice are released a little late, at most one
+ * slice (a tenth of the window). Memory is a fixed 22 numbers per client,
+ * whatever `requests` is (a log would keep one timestamp per admission).
  *
- * Clients whose slices have all expired are dropped by a sweep; beyond
+ * Because a slice is released at its last admission plus the window, the
+ * time until everything counted is released (RateLimit-Reset) is never more
+ * than the window, and the time until the next admission (Retry-After) is
+ * exact for these counts.
+ *
+ * Clients whose slices have all been released are dropped by a sweep; beyond
  * `maxClients` the longest-known client is dropped, so a flood of new
  * addresses bounds the memory instead of growing it.
  */
@@ -23,10 +27,11 @@ export const subWindows = 10;
 const slots = subWindows + 1;
 
 interface ClientWindow {
-  /** Admissions per slice, a ring indexed by slice number modulo `slots`. */
-  counts: number[];
-  /** The newest slice counted. */
+  /** Per slot (slice number modulo `slots`): admissions at [i], time of the last of them (epoch ms) at [slots + i]. */
+  readonly slices: Float64Array;
+  /** The newest slice number an admission was counted in. */
   head: number;
+  /** Admissions not yet released. */
   total: number;
 }
 
@@ -35,7 +40,7 @@ export interface RateDecision {
   allowed: boolean;
   limit: number;
   remaining: number;
-  /** Seconds until every counted request has left the window. */
+  /** Seconds until every counted request has left the window (at most the window). */
   resetSeconds: number;
   /** When refused: seconds until a request would be admitted. */
   retryAfterSeconds: number;
@@ -64,26 +69,27 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   const clients = new Map<string, ClientWindow>();
   let sweepAt = 0;
 
-  function advance(window: ClientWindow, slice: number): void {
-    if (slice <= window.head) return;
-    if (slice - window.head >= slots) {
-      window.counts.fill(0);
-      window.total = 0;
-    } else {
-      for (let s = window.head + 1; s <= slice; s++) {
-        const i = s % slots;
-        window.total -= window.counts[i] as number;
-        window.counts[i] = 0;
+  /** Releases every slice whose last admission has left the window. */
+  function release(window: ClientWindow, now: number): void {
+    if (window.total === 0) return;
+    const slices = window.slices;
+    for (let i = 0; i < slots; i++) {
+      const count = slices[i]!;
+      if (count > 0 && slices[slots + i]! + windowMs <= now) {
+        window.total -= count;
+        slices[i] = 0;
       }
     }
-    window.head = slice;
   }
 
-  /** Drops clients whose every slice has left the window; then, if still full, the longest-known ones. */
-  function makeRoom(slice: number): void {
+  /** Drops clients with nothing counted; then, if still full, the longest-known ones. */
+  function makeRoom(slice: number, now: number): void {
     if (slice >= sweepAt) {
       sweepAt = slice + subWindows;
-      for (const [client, window] of clients) if (slice - window.head >= slots) clients.delete(client);
+      for (const [client, window] of clients) {
+        release(window, now);
+        if (window.total === 0) clients.delete(client);
+      }
     }
     while (clients.size >= maxClients) {
       const oldest = clients.keys().next();
@@ -101,42 +107,51 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
       const slice = Math.floor(now / sliceMs);
       let window = clients.get(client);
       if (window === undefined) {
-        if (clients.size >= maxClients || (clients.size > 1024 && slice >= sweepAt)) makeRoom(slice);
-        window = { counts: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], head: slice, total: 0 };
+        if (clients.size >= maxClients || (clients.size > 1024 && slice >= sweepAt)) makeRoom(slice, now);
+        window = { slices: new Float64Array(2 * slots), head: slice, total: 0 };
         clients.set(client, window);
       } else {
-        advance(window, slice);
+        release(window, now);
       }
+      const slices = window.slices;
       out.limit = requests;
       if (window.total < requests) {
-        window.counts[slice % slots] = (window.counts[slice % slots] as number) + 1;
+        const i = slice % slots;
+        // A slot still holding an older slice has been released (its last admission is over a window old).
+        slices[i] = slices[i]! + 1;
+        slices[slots + i] = now;
+        window.head = slice;
         window.total++;
         out.allowed = true;
         out.retryAfterSeconds = 0;
       } else {
         out.allowed = false;
-        // The first slice whose departure brings the count under the limit.
+        // The first release (oldest slice first) that brings the count under the limit.
         let left = window.total;
-        let at = slice;
-        for (let s = slice - subWindows; s <= slice; s++) {
-          left -= window.counts[((s % slots) + slots) % slots] as number;
+        let at = now + windowMs;
+        for (let s = window.head - subWindows; s <= window.head; s++) {
+          const i = ((s % slots) + slots) % slots;
+          if (slices[i] === 0) continue;
+          left -= slices[i]!;
           if (left < requests) {
-            at = s;
+            at = slices[slots + i]! + windowMs;
             break;
           }
         }
-        out.retryAfterSeconds = Math.max(1, Math.ceil(((at + 1) * sliceMs + windowMs - now) / 1000));
+        out.retryAfterSeconds = Math.max(1, Math.ceil((at - now) / 1000));
       }
       out.remaining = Math.max(0, requests - window.total);
-      out.resetSeconds = window.total === 0 ? 0 : Math.max(1, Math.ceil(((slice + 1) * sliceMs + windowMs - now) / 1000));
+      let newest = 0;
+      for (let i = 0; i < slots; i++) if (slices[i]! > 0 && slices[slots + i]! > newest) newest = slices[slots + i]!;
+      out.resetSeconds = window.total === 0 ? 0 : Math.max(1, Math.ceil((newest + windowMs - now) / 1000));
     },
     refund(client, now) {
       const window = clients.get(client);
       if (window === undefined) return;
       const slice = Math.floor(now / sliceMs);
       const i = slice % slots;
-      if (slice === window.head && (window.counts[i] as number) > 0) {
-        window.counts[i] = (window.counts[i] as number) - 1;
+      if (slice === window.head && window.slices[i]! > 0) {
+        window.slices[i] = window.slices[i]! - 1;
         window.total--;
       }
     },

@@ -1,9 +1,11 @@
 import { hostname } from "node:os";
 import { DomainError } from "../domain/errors.js";
 import { isGatewayId } from "../domain/gateway/watch-gateway.js";
+import type { TrustedProxies } from "../server/client-address.js";
 import type { Logger } from "../server/logger.js";
 import { createFollower, type Follower } from "./follower.js";
 import { createGateway, type GatewayAddresses } from "./gateway.js";
+import type { EdgeLimits } from "./proxy/edge-server.js";
 
 /** What a running gateway needs to know (CONTRACT.md "Gateway (data plane)": addresses and settings). */
 export interface GatewaySettings {
@@ -21,6 +23,12 @@ export interface GatewaySettings {
   cacheFile: string | { directory: string } | undefined;
   /** How long an upstream may take to answer (default 30 s): then 504. */
   upstreamTimeoutMs?: number;
+  /** Connection, tunnel and request-head limits (docs/gateway.md, "Limits"). */
+  limits?: Partial<EdgeLimits>;
+  /** TRUSTED_PROXIES: peers whose forwarding headers are passed on. */
+  trustedProxies?: TrustedProxies;
+  /** Open files other parts of the process hold (the platform's connections, for the embedded gateway). */
+  sharedDescriptors?: number;
 }
 
 export interface RunningGateway {
@@ -63,6 +71,9 @@ export async function startGateway(settings: GatewaySettings, logger: Logger): P
     port: settings.port,
     ...(settings.adminPort !== undefined ? { adminPort: settings.adminPort } : {}),
     ...(settings.upstreamTimeoutMs !== undefined ? { upstreamTimeoutMs: settings.upstreamTimeoutMs } : {}),
+    ...(settings.limits !== undefined ? { limits: settings.limits } : {}),
+    ...(settings.trustedProxies !== undefined ? { trustedProxies: settings.trustedProxies } : {}),
+    ...(settings.sharedDescriptors !== undefined ? { sharedDescriptors: settings.sharedDescriptors } : {}),
     logger,
   });
   follower = createFollower({

@@ -6,7 +6,7 @@ import type { Consumer } from "../../src/gateway/gateway-state.js";
 
 /**
  * CONTRACT.md "Gateway (data plane)": `Upgrade: websocket` is tunnelled,
- * after the route's rules and credentials; other upgrades are refused.
+ * after the route's rules and credentials; other upgrades are ignored.
  */
 let http: Server;
 let wss: WebSocketServer;
@@ -111,10 +111,14 @@ test("an upgrade to no route is 404, and an unreachable upstream 502", async () 
   await expect(open("/nowhere")).rejects.toThrow("status 502");
 });
 
-test("an upgrade to anything but websocket is refused with 400", async () => {
-  const answer = await send(gw.url, { path: "/ws/x", headers: { connection: "Upgrade", upgrade: "h2c" } });
-  expect(answer.status).toBe(400);
-  expect(answer.json.code).toBe("invalid_argument");
+test("an upgrade to anything but websocket (h2c included) is ignored: the request is served as plain HTTP/1.1 (RFC 9110 section 7.8)", async () => {
+  const answer = await send(gw.url, {
+    path: "/ws/x",
+    headers: { connection: "Upgrade, HTTP2-Settings", upgrade: "h2c", "http2-settings": "AAMAAABkAARAAAAAAAIAAAAA" },
+  });
+  // The upstream's plain handler answered (it never saw an upgrade: Upgrade and Connection are hop-by-hop).
+  expect(answer.status).toBe(200);
+  expect(answer.text).toBe("plain");
 });
 
 test("closing the gateway ends open tunnels", async () => {

@@ -195,6 +195,49 @@ describe("secret references are an admin's privilege", () => {
     await applyOk(server, memberKey, "version: 1\n", { strict: true });
   });
 
+  test("a member may not redirect a secret-bearing request by a header: Host is no plugin's to set, and one that selects the site or path behind the upstream needs admin", async () => {
+    await applyOk(server, adminKey, secretRouteDocument(), { strict: true });
+    // Host (and its variants) and X-Forwarded-* are refused for everyone, with the line.
+    for (const [name, line] of [
+      ["host", 7],
+      ["Host", 7],
+      ["x_forwarded_host", 7],
+      ["X-Forwarded-Proto", 7],
+      ["transfer-encoding", 7],
+    ] as const) {
+      const document = secretRouteDocument().replace("      set:\n", `      set:\n        ${name}: evil.example\n`);
+      const answer = await refusal(await putConfig(server, adminKey, document));
+      expect({ name, status: answer.status, reason: answer.reason, line: answer.violations[0]?.line }).toEqual({
+        name,
+        status: 400,
+        reason: "invalid_config",
+        line,
+      });
+    }
+    // A header that selects the site behind a shared ingress, beside the secret: a member's change is 403, an admin's applies.
+    const vhost = secretRouteDocument().replace("      set:\n", "      set:\n        x-original-host: evil.example\n");
+    const member = await refusal(await putConfig(server, memberKey, vhost));
+    expect({ status: member.status, reason: member.reason }).toEqual({ status: 403, reason: "secret_reference_needs_admin" });
+    expect(member.message).toContain("select the site or path");
+    const separate =
+      `${secretRouteDocument().replace("    plugins: [inject-token]", "    plugins: [inject-token, routing-header]")}`.replace(
+        "routes:",
+        "  - name: routing-header\n    type: request-headers\n    config:\n      set: {x-original-url: /admin/export}\nroutes:",
+      );
+    expect((await refusal(await putConfig(server, memberKey, separate))).status).toBe(403);
+    await applyOk(server, adminKey, separate, { strict: true });
+    // Other headers on the secret-bearing route, and the plugin on another route, stay a member's to change.
+    await applyOk(server, memberKey, separate.replace("      set:\n", "      set:\n        x-tag: member-edit\n"), { strict: true });
+    await applyOk(
+      server,
+      memberKey,
+      `${separate}  - name: elsewhere\n    path: /elsewhere\n    upstream: http://127.0.0.1:9002\n    plugins: [routing-header]\n`,
+      {
+        strict: true,
+      },
+    );
+  });
+
   test("a member's rollback to a revision with a reference it would add is 403; an admin's applies", async () => {
     const withSecret = await applyOk(server, adminKey, secretRouteDocument(), { strict: true });
     await applyOk(server, adminKey, "version: 1\n", { strict: true });

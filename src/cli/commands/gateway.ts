@@ -20,6 +20,11 @@ export const registerGateway: CommandGroup = (program, cli) => {
         "  GATEWAY_UPSTREAM_TIMEOUT_MS\n" +
         "                         how long an upstream may take to answer before the gateway answers 504\n" +
         "                         (100 to 600000; default 30000)\n" +
+        "  GATEWAY_MAX_CONNECTIONS (10000), GATEWAY_MAX_CONNECTIONS_PER_CLIENT (256), GATEWAY_MAX_TUNNELS (5000),\n" +
+        "  GATEWAY_MAX_HEADER_BYTES (16384), GATEWAY_HEADER_TIMEOUT_MS (10000), GATEWAY_REQUEST_TIMEOUT_MS (300000)\n" +
+        "                         limits per gateway process (docs/gateway.md, Limits)\n" +
+        "  TRUSTED_PROXIES        proxies in front of the gateway whose X-Forwarded-*, Forwarded and X-Real-IP\n" +
+        "                         are passed on (comma-separated addresses or CIDR blocks; default none)\n" +
         "The gateway opens no database: it learns the organisation, the session issuer and keys, the\n" +
         "configuration, consumers, revocations and referenced secrets from the control plane.\n" +
         "With --json: one line {gateway_url, gateway_admin_url} once listening.",
@@ -33,8 +38,9 @@ export const registerGateway: CommandGroup = (program, cli) => {
           "set GATEHOUSE_GATEWAY_KEY to a gateway key (gatehouse keys create --org <id> --kind gateway --name <name>)",
         );
       }
-      const [{ startGateway, defaultGatewayId }, { createLoggers }, { resolve }] = await Promise.all([
+      const [{ startGateway, defaultGatewayId }, { readGatewayEnvironment }, { createLoggers }, { resolve }] = await Promise.all([
         import("../../gateway/start-gateway.js"),
+        import("../../gateway/gateway-settings.js"),
         import("../../server/logger.js"),
         import("node:path"),
       ]);
@@ -42,6 +48,10 @@ export const registerGateway: CommandGroup = (program, cli) => {
       const adminPort = env.GATEWAY_ADMIN_PORT?.trim() ? readPort(env.GATEWAY_ADMIN_PORT, "GATEWAY_ADMIN_PORT", 8001) : undefined;
       const dataDir = resolve(env.GATEHOUSE_DATA_DIR?.trim() || "data");
       const upstreamTimeoutMs = readInteger(env.GATEWAY_UPSTREAM_TIMEOUT_MS, "GATEWAY_UPSTREAM_TIMEOUT_MS", 100, 600_000);
+      const problems: { field: string; description: string }[] = [];
+      const { limits, trustedProxies } = readGatewayEnvironment(env, problems);
+      const [problem] = problems;
+      if (problem !== undefined) throw new CliError("invalid_configuration", `${problem.field} ${problem.description}`);
       const loggers = createLoggers(env.LOG_LEVEL?.trim() || "info");
       const running = await startGateway(
         {
@@ -53,6 +63,8 @@ export const registerGateway: CommandGroup = (program, cli) => {
           gatewayId: env.GATEWAY_ID?.trim() || defaultGatewayId(),
           cacheFile: env.GATEWAY_CACHE?.trim() ? resolve(env.GATEWAY_CACHE.trim()) : { directory: dataDir },
           ...(upstreamTimeoutMs !== undefined ? { upstreamTimeoutMs } : {}),
+          limits,
+          trustedProxies,
         },
         loggers.app,
       );

@@ -1,3 +1,4 @@
+import { pathRefusal, readRequestPath } from "./request-path.js";
 import { isIPv4, isIPv6 } from "node:net";
 
 /**
@@ -74,7 +75,8 @@ export function checkPath(value: string, options: { wildcard: boolean }): string
   if (dotSegment.test(base)) {
     return 'a path cannot hold "." or ".." segments';
   }
-  return undefined;
+  // What a request path may not be, a configured one may not either (request-path.ts: `..;x`, `%2e%2e`, `%5C`).
+  return readRequestPath(base) === undefined ? pathRefusal(base) : undefined;
 }
 
 /** A URL as messages show it: without the password of its user information, if any. */

@@ -41,8 +41,17 @@ const method: StringField = {
         : `${describeValue(value)} is not a method: use one of ${httpMethods.join(", ")}`,
 };
 
-/** Headers a plugin may not touch: they frame the message or belong to one connection (RFC 9110 section 7.6.1, RFC 9112 section 6). */
+/**
+ * Headers a request-headers plugin may not set, add or remove (docs/gateway.md,
+ * "request-headers"): those that frame the message or belong to one connection
+ * (RFC 9110 section 7.6.1, RFC 9112 section 6), Host (it selects the virtual
+ * host: a changed Host sends the request, and any secret it carries, to
+ * another site behind a shared ingress), and the forwarding fields the
+ * gateway owns (X-Forwarded-*). A name is compared ignoring case and with
+ * `_` read as `-`, as CGI-style servers read it.
+ */
 const protectedHeaders = new Set([
+  "host",
   "content-length",
   "transfer-encoding",
   "connection",
@@ -52,12 +61,23 @@ const protectedHeaders = new Set([
   "upgrade",
   "proxy-connection",
 ]);
+
+/** Whether a request-headers plugin may not change this header. */
+export function isForbiddenRewriteHeader(name: string): boolean {
+  const canonical = name.toLowerCase().replaceAll("_", "-");
+  return protectedHeaders.has(canonical) || canonical.startsWith("x-forwarded-");
+}
+
 const modifiableHeader: StringField = {
   type: "string",
   check: (value) =>
     checkHeaderName(value) ??
-    (protectedHeaders.has(value.toLowerCase())
-      ? `the ${value.toLowerCase()} header frames the request or belongs to one connection and cannot be changed by a plugin`
+    (isForbiddenRewriteHeader(value)
+      ? value.toLowerCase().replaceAll("_", "-") === "host"
+        ? "the host header selects the upstream's virtual host and cannot be changed by a plugin: point the route's upstream at that host instead"
+        : value.toLowerCase().replaceAll("_", "-").startsWith("x-forwarded-")
+          ? `the ${value.toLowerCase()} header is set by the gateway (X-Forwarded-*) and cannot be changed by a plugin`
+          : `the ${value.toLowerCase()} header frames the request or belongs to one connection and cannot be changed by a plugin`
       : undefined),
   canonical: lower,
 };

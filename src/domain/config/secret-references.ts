@@ -89,11 +89,14 @@ export function pluginsReferencing(resources: readonly CanonicalResource[], secr
 
 /**
  * What a configuration does with secrets, as facts a member may keep but not
- * add: each value that references a secret, where it stands; and each upstream a
- * referenced secret is sent to (through any route that uses the plugin). So a
- * member can neither write a new reference nor send an existing one to an
- * upstream of their choosing (by pointing a route elsewhere or adding the
- * plugin to another route).
+ * add: each value that references a secret, where it stands; each upstream a
+ * referenced secret is sent to (through any route that uses the plugin); and,
+ * for each route that sends one, what its request-headers plugins do to the
+ * headers that select the site or path behind an upstream. So a member can
+ * neither write a new reference nor send an existing one anywhere else: not
+ * by pointing a route elsewhere, not by adding the plugin to another route,
+ * and not by such a header (a shared ingress or CDN routes by them;
+ * docs/security.md, "The gateway"). Other headers stay a member's to change.
  */
 function secretFacts(resources: readonly CanonicalResource[]): Map<string, string> {
   const facts = new Map<string, string>();
@@ -107,19 +110,69 @@ function secretFacts(resources: readonly CanonicalResource[]): Map<string, strin
     );
     byPlugin.set(p.plugin, [...(byPlugin.get(p.plugin) ?? []), p]);
   }
+  /** Per request-headers plugin, what it does to headers that choose where a request lands. */
+  const redirects = new Map<string, [string, string, unknown][]>();
+  for (const resource of resources) {
+    if (resource.kind !== "plugins") continue;
+    const plugin = parsed<PluginResource>(resource);
+    if (plugin.type !== "request-headers") continue;
+    const changes: [string, string, unknown][] = [];
+    for (const field of ["set", "add"] as const) {
+      const headers = plugin.config[field];
+      if (!headers || typeof headers !== "object" || Array.isArray(headers)) continue;
+      for (const [header, value] of Object.entries(headers))
+        if (selectsDestination(header)) changes.push([field, header.toLowerCase(), value]);
+    }
+    const removed = plugin.config.remove;
+    if (Array.isArray(removed))
+      for (const header of removed)
+        if (typeof header === "string" && selectsDestination(header)) changes.push(["remove", header.toLowerCase(), null]);
+    redirects.set(plugin.name, changes);
+  }
   for (const resource of resources) {
     if (resource.kind !== "routes") continue;
     const route = parsed<RouteResource>(resource);
+    const secrets = new Set<string>();
     for (const plugin of route.plugins ?? []) {
       for (const p of byPlugin.get(plugin) ?? []) {
+        secrets.add(secretKey(p));
         facts.set(
           JSON.stringify(["upstream", route.upstream, secretKey(p)]),
           `route "${route.name}" would send secret "${secretKey(p)}" (plugin "${plugin}") to its upstream`,
         );
       }
     }
+    if (secrets.size === 0) continue;
+    // What the route's plugins do to destination-selecting headers, in the order they apply.
+    const changes = (route.plugins ?? []).flatMap((name) => redirects.get(name) ?? []);
+    for (const secret of secrets) {
+      facts.set(
+        JSON.stringify(["redirect", route.upstream, secret, changes]),
+        `route "${route.name}" would send secret "${secret}" to its upstream with other values of headers that select the site or path behind it (${[...destinationHeaders].join(", ")})`,
+      );
+    }
   }
   return facts;
+}
+
+/**
+ * Request headers by which the servers behind an upstream (a shared ingress,
+ * a CDN, a framework) choose the site or the path a request reaches, besides
+ * Host and X-Forwarded-*, which no plugin may change at all.
+ */
+const destinationHeaders: ReadonlySet<string> = new Set([
+  "forwarded",
+  "x-original-host",
+  "x-host",
+  "x-forwarded-server",
+  "x-original-url",
+  "x-original-uri",
+  "x-rewrite-url",
+  "x-envoy-original-path",
+]);
+
+function selectsDestination(header: string): boolean {
+  return destinationHeaders.has(header.toLowerCase().replaceAll("_", "-"));
 }
 
 export interface SecretReferenceCheck {

@@ -1,0 +1,65 @@
+import { parseTrustedProxies, type TrustedProxies } from "../server/client-address.js";
+import { defaultEdgeLimits, type EdgeLimits } from "./proxy/edge-server.js";
+
+/** The settings every gateway reads from its environment, embedded or standalone (docs/gateway.md, "Limits"). */
+export interface GatewayEnvironment {
+  limits: EdgeLimits;
+  /** TRUSTED_PROXIES: peers whose X-Forwarded-*, Forwarded and X-Real-IP are passed on. */
+  trustedProxies: TrustedProxies;
+}
+
+export interface SettingProblem {
+  field: string;
+  description: string;
+}
+
+/** One setting: its variable, bounds and the EdgeLimits field it fills. */
+const limitSettings: readonly { name: string; field: keyof EdgeLimits; min: number; max: number }[] = [
+  { name: "GATEWAY_MAX_CONNECTIONS", field: "maxConnections", min: 1, max: 1_000_000 },
+  { name: "GATEWAY_MAX_CONNECTIONS_PER_CLIENT", field: "maxConnectionsPerClient", min: 1, max: 1_000_000 },
+  { name: "GATEWAY_MAX_TUNNELS", field: "maxTunnels", min: 0, max: 1_000_000 },
+  { name: "GATEWAY_MAX_HEADER_BYTES", field: "maxHeaderBytes", min: 1024, max: 1024 * 1024 },
+  { name: "GATEWAY_HEADER_TIMEOUT_MS", field: "headerTimeoutMs", min: 100, max: 600_000 },
+  { name: "GATEWAY_REQUEST_TIMEOUT_MS", field: "requestTimeoutMs", min: 100, max: 86_400_000 },
+];
+
+function readWhole(
+  env: Record<string, string | undefined>,
+  name: string,
+  min: number,
+  max: number,
+  problems: SettingProblem[],
+): number | undefined {
+  const raw = env[name]?.trim();
+  if (!raw) return undefined;
+  const value = Number(raw);
+  if (!/^[0-9]+$/.test(raw) || value < min || value > max) {
+    problems.push({ field: name, description: `must be a whole number from ${min} to ${max}, got "${raw}"` });
+    return undefined;
+  }
+  return value;
+}
+
+/** Reads the gateway's settings; problems are added to `problems` (the defaults stand in for a bad value). */
+export function readGatewayEnvironment(
+  env: Record<string, string | undefined>,
+  problems: SettingProblem[],
+  /** TRUSTED_PROXIES as the caller read it already (the platform reads it too): not read, nor reported, twice. */
+  trustedProxies?: TrustedProxies,
+): GatewayEnvironment {
+  const limits: EdgeLimits = { ...defaultEdgeLimits };
+  for (const setting of limitSettings) {
+    const value = readWhole(env, setting.name, setting.min, setting.max, problems);
+    if (value !== undefined) (limits as Record<keyof EdgeLimits, number>)[setting.field] = value;
+  }
+  if (limits.requestTimeoutMs < limits.headerTimeoutMs) {
+    problems.push({
+      field: "GATEWAY_REQUEST_TIMEOUT_MS",
+      description: "must be at least GATEWAY_HEADER_TIMEOUT_MS (a request includes its head)",
+    });
+  }
+  if (trustedProxies !== undefined) return { limits, trustedProxies };
+  const trusted = parseTrustedProxies(env.TRUSTED_PROXIES);
+  for (const description of trusted.problems) problems.push({ field: "TRUSTED_PROXIES", description });
+  return { limits, trustedProxies: trusted.proxies };
+}

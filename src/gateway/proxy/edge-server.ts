@@ -1,0 +1,231 @@
+import { readFileSync } from "node:fs";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import type { Duplex } from "node:stream";
+import { clientBucketOf } from "../../server/client-address.js";
+import { answers, rawAnswer, type GatewayAnswer } from "../gateway-answer.js";
+
+/**
+ * The gateway's limits per process (docs/gateway.md, "Limits"; docs/security.md,
+ * "The gateway"), so that no one client can make it, or a control plane in
+ * the same process, stop answering others.
+ */
+export interface EdgeLimits {
+  /** Open client connections at most (GATEWAY_MAX_CONNECTIONS, default 10,000). */
+  readonly maxConnections: number;
+  /** Open connections per client address, an IPv6 client counted by its /64 (GATEWAY_MAX_CONNECTIONS_PER_CLIENT, default 256). */
+  readonly maxConnectionsPerClient: number;
+  /** Open WebSocket tunnels at most (GATEWAY_MAX_TUNNELS, default 5,000). */
+  readonly maxTunnels: number;
+  /** Largest request head: request line and header fields (GATEWAY_MAX_HEADER_BYTES, default 16 KiB). */
+  readonly maxHeaderBytes: number;
+  /** Time to receive a request's head (GATEWAY_HEADER_TIMEOUT_MS, default 10 s). */
+  readonly headerTimeoutMs: number;
+  /** Time to receive a whole request, body included (GATEWAY_REQUEST_TIMEOUT_MS, default 300 s). */
+  readonly requestTimeoutMs: number;
+  /** How long an idle keep-alive connection stays open (default 5 s). */
+  readonly keepAliveTimeoutMs: number;
+}
+
+export const defaultEdgeLimits: EdgeLimits = {
+  maxConnections: 10_000,
+  maxConnectionsPerClient: 256,
+  maxTunnels: 5_000,
+  maxHeaderBytes: 16 * 1024,
+  headerTimeoutMs: 10_000,
+  requestTimeoutMs: 300_000,
+  keepAliveTimeoutMs: 5_000,
+};
+
+/**
+ * Descriptors left to the rest of the process (the admin port, upstream
+ * connections beyond one per client, a control plane beside the gateway, log
+ * files): the client limit is lowered to fit the process's open-file limit.
+ */
+const reservedDescriptors = 1024;
+
+/** The soft limit of open files of this process (Linux), or undefined where it cannot be read. */
+export function openFileLimit(): number | undefined {
+  try {
+    const line = readFileSync("/proc/self/limits", "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("Max open files"));
+    const soft = line?.split(/\s{2,}/)[1];
+    if (soft === undefined || soft === "unlimited") return undefined;
+    const value = Number(soft);
+    return Number.isInteger(value) && value > 0 ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The client connections a gateway can hold within the process's open-file
+ * limit: each proxied request holds a client and an upstream socket, and
+ * `shared` descriptors belong to others in the process (the platform's own
+ * connections when the gateway is embedded). Never below 64.
+ */
+export function connectionBudget(configured: number, fileLimit: number | undefined, shared: number): number {
+  if (fileLimit === undefined) return configured;
+  return Math.max(64, Math.min(configured, Math.floor((fileLimit - reservedDescriptors - shared) / 2)));
+}
+
+export interface EdgeServerDeps {
+  limits: EdgeLimits;
+  request(req: IncomingMessage, res: ServerResponse): void;
+  /** A WebSocket upgrade (Upgrade: websocket): the socket is the handler's. */
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+  /** Counts connections refused by a limit. */
+  refused(reason: "connections" | "client_connections"): void;
+}
+
+const counted = Symbol("gatehouse edge: counted connection");
+const busy = Symbol("gatehouse edge: answering");
+type EdgeSocket = Socket & { [counted]?: boolean; [busy]?: number };
+
+const parserAnswers: Record<number, GatewayAnswer> = {
+  400: answers.malformedRequest,
+  408: answers.requestTimeout,
+  431: answers.headersTooLarge,
+  505: answers.versionNotSupported,
+};
+
+/** The status of an answer to an HTTP/1.1 parser error (Node's `clientError` codes). */
+function statusOfClientError(code: string | undefined): number {
+  switch (code) {
+    case "HPE_HEADER_OVERFLOW":
+      return 431;
+    case "HPE_INVALID_VERSION":
+    case "HPE_PAUSED_H2_UPGRADE":
+      return 505;
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return 408;
+    default:
+      return 400;
+  }
+}
+
+/**
+ * The request head as received, less the `upgrade` token of its Connection
+ * field, so that HTTP/1.1 reads it as an ordinary request (RFC 9110 section
+ * 7.8: a server may ignore an Upgrade). Node has already parsed and checked
+ * every line; the fields are written back as they came.
+ */
+function headWithoutUpgrade(req: IncomingMessage): string {
+  let head = `${req.method} ${req.url} HTTP/${req.httpVersion}\r\n`;
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    let value = raw[i + 1]!;
+    if (name.length === 10 && name.toLowerCase() === "connection") {
+      value = value
+        .split(",")
+        .map((token) => token.trim())
+        .filter((token) => token !== "" && token.toLowerCase() !== "upgrade")
+        .join(", ");
+      if (value === "") continue;
+    }
+    head += `${name}: ${value}\r\n`;
+  }
+  return `${head}\r\n`;
+}
+
+/**
+ * The gateway's HTTP/1.1 listener: node:http with the limits above, and an
+ * answer of the platform's error body (with Date) for everything Node would
+ * otherwise answer bare or not at all: parser errors (400, 431, 505, 408),
+ * an unmet `Expect` (417), `CONNECT` (405). An `Upgrade` other than
+ * `websocket` (`h2c` included) is ignored: the request is served as plain
+ * HTTP/1.1 on the same connection.
+ */
+export interface EdgeServer {
+  readonly server: Server;
+  /** Client connections open now. */
+  connections(): number;
+}
+
+export function createEdgeServer(deps: EdgeServerDeps): EdgeServer {
+  const { limits } = deps;
+  const perClient = new Map<string, number>();
+  let open = 0;
+  const server = createServer({
+    maxHeaderSize: limits.maxHeaderBytes,
+    headersTimeout: limits.headerTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    // Node checks the two timeouts above every this often (30 s by default, which would triple a 10 s head timeout).
+    connectionsCheckingInterval: Math.max(100, Math.min(1_000, Math.floor(limits.headerTimeoutMs / 2))),
+    // A missing Host is answered by the gateway, with its error body.
+    requireHostHeader: false,
+  });
+  server.maxConnections = limits.maxConnections;
+  server.on("drop", () => deps.refused("connections"));
+
+  server.on("connection", (socket: EdgeSocket) => {
+    if (socket[counted]) return; // a connection handed back after an ignored Upgrade
+    socket[counted] = true;
+    const client = clientBucketOf(socket.remoteAddress);
+    const fromClient = (perClient.get(client) ?? 0) + 1;
+    if (fromClient > limits.maxConnectionsPerClient) {
+      deps.refused("client_connections");
+      socket.destroy();
+      return;
+    }
+    perClient.set(client, fromClient);
+    open++;
+    socket.once("close", () => {
+      open--;
+      const left = (perClient.get(client) ?? 1) - 1;
+      if (left <= 0) perClient.delete(client);
+      else perClient.set(client, left);
+    });
+  });
+
+  server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket as EdgeSocket;
+    socket[busy] = (socket[busy] ?? 0) + 1;
+    res.once("close", () => {
+      socket[busy] = (socket[busy] ?? 1) - 1;
+    });
+    deps.request(req, res);
+  });
+
+  server.on("checkExpectation", (_req: IncomingMessage, res: ServerResponse) => {
+    const answer = answers.expectationFailed;
+    res.writeHead(answer.status, { "content-type": "application/json", "content-length": answer.body.length, connection: "close" });
+    res.end(answer.body);
+  });
+
+  server.on("connect", (_req: IncomingMessage, socket: Duplex) => {
+    socket.on("error", () => socket.destroy());
+    socket.end(rawAnswer(answers.connectNotAllowed, ["allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"]));
+  });
+
+  server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const upgrade = req.headers.upgrade;
+    if (typeof upgrade === "string" && upgrade.toLowerCase() === "websocket") {
+      deps.upgrade(req, socket, head);
+      return;
+    }
+    // Handed back to the same server, which reads it as a plain request (its Connection no longer asks to upgrade).
+    socket.unshift(
+      head.length === 0
+        ? Buffer.from(headWithoutUpgrade(req), "latin1")
+        : Buffer.concat([Buffer.from(headWithoutUpgrade(req), "latin1"), head]),
+    );
+    server.emit("connection", socket);
+  });
+
+  server.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) => {
+    const edge = socket as EdgeSocket;
+    if (error.code === "ECONNRESET" || !socket.writable || (edge[busy] ?? 0) > 0) {
+      // Nothing to answer to, or an answer is already being written on this connection.
+      socket.destroy();
+      return;
+    }
+    const answer = parserAnswers[statusOfClientError(error.code)] ?? answers.malformedRequest;
+    socket.end(rawAnswer(answer, []));
+  });
+
+  return { server, connections: () => open };
+}
