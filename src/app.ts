@@ -30,7 +30,7 @@ import { createIdentityService, createJwksRoute, identityFor, sessionsFor } from
 import { createReflectionServices } from "./handlers/reflection-service.js";
 import { createSdkRoutes } from "./handlers/sdk-routes.js";
 import { createSecretsService } from "./handlers/secrets-service.js";
-import { createAuthenticator, createAuthInterceptor } from "./interceptors/auth.js";
+import { acceptsPublishableKey, createAuthenticator, createAuthInterceptor } from "./interceptors/auth.js";
 import { createCredentialCache } from "./interceptors/credential-cache.js";
 import { createErrorInterceptor, type ErrorLogger } from "./interceptors/errors.js";
 import { createPlantServer } from "./plants/plant-api.js";
@@ -202,6 +202,7 @@ export async function createApp(options: AppOptions): Promise<App> {
     grpcWeb: createGrpcWebDoor({ pipeline, readMaxBytes }),
     procedures,
     extra,
+    callableFromBrowser: acceptsPublishableKey,
     clientAddress: clientOf,
   });
 

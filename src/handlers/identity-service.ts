@@ -105,6 +105,8 @@ export function createJwksRoute(deps: IdentityDeps): ExtraRoute {
   return {
     label: "/.well-known/jwks.json",
     matches: (method, path) => (method === "GET" || method === "HEAD") && path === "/.well-known/jwks.json",
+    // Public keys: a page on any origin may verify a session token with them (docs/security.md "The platform API").
+    crossOrigin: { path: "/.well-known/jwks.json", methods: ["GET", "HEAD"] },
     async handle(req, res) {
       req.resume();
       const body = JSON.stringify(await sessionsFor(deps).publishedKeys());
@@ -113,6 +115,8 @@ export function createJwksRoute(deps: IdentityDeps): ExtraRoute {
         "content-length": Buffer.byteLength(body),
         // A new key is used at once; verifiers refetch on an unknown kid.
         "cache-control": "public, max-age=300",
+        // On every answer, Origin or not: a shared cache may hand this one to a page of another origin.
+        "access-control-allow-origin": "*",
       });
       res.end(req.method === "HEAD" ? undefined : body);
     },

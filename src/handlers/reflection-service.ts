@@ -31,10 +31,12 @@ interface Schema {
  * gRPC server reflection (grpc.reflection.v1 and v1alpha: the same messages
  * under two package names) over the schema of the served services, so that
  * grpcurl and `buf curl` need no copy of proto/. It reveals only the public
- * schema and answers without a credential.
+ * schema and answers without a credential. `served` are the other services;
+ * the two reflection services list and describe themselves too, since they
+ * are served as well (docs/api.md "Protocols").
  */
 export function createReflectionServices(served: readonly DescService[]) {
-  const schema = indexSchema(served);
+  const schema = indexSchema([...served, V1, V1Alpha]);
   const answer = (request: V1Request): V1Response =>
     create(V1ResponseSchema, { validHost: request.host, originalRequest: request, messageResponse: respond(schema, request) });
   async function* info(requests: AsyncIterable<V1Request>, _context: HandlerContext) {
@@ -109,6 +111,7 @@ function indexSchema(served: readonly DescService[]): Schema {
   const schema: Schema = { services: [], fileByName: new Map(), fileBySymbol: new Map(), extensions: new Map() };
   const files = new Set<DescFile>();
   for (const service of served) {
+    if (schema.services.includes(service.typeName)) continue;
     schema.services.push(service.typeName);
     for (const file of withDependencies(service.file)) files.add(file);
   }

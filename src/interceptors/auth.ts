@@ -81,6 +81,16 @@ export function authRuleOf(method: DescMethod): AuthRule {
   return rule;
 }
 
+/**
+ * Whether a web page may call the RPC from another origin (CORS): it accepts
+ * the publishable key, the one credential safe in a browser, even where it
+ * accepts a secret key as well. Read from the RPC's declared rule, like
+ * everything else about who may call it (docs/security.md "The platform API").
+ */
+export function acceptsPublishableKey(method: DescMethod): boolean {
+  return authRuleOf(method).credentials.includes(Credential.PUBLISHABLE_KEY);
+}
+
 const credentialNames: Record<Credential, string> = {
   [Credential.UNSPECIFIED]: "none",
   [Credential.NONE]: "none",

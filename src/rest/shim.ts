@@ -242,8 +242,14 @@ export function createRestShim(deps: RestShimDeps) {
       return allow.length > 0 ? { kind: "method_not_allowed", allow } : undefined;
     },
     serve,
-    /** The client-side identity paths (publishable key): what the browser SDK calls, and CORS opens to every origin. */
-    clientPaths: new Set(deps.routes.filter((r) => /^\/(v1\/)?identity\//.test(r.pattern)).map((r) => r.pattern)),
+    /** The routes at a path, whatever their method: each one's method and the RPCs it may call (for CORS, browser-cors.ts). */
+    routesAt(pathname: string): { method: string; rpcs: readonly DescMethod[] }[] {
+      const found = exactPaths.get(pathname) ?? compiled.filter((route) => route.params.length > 0 && route.regex.test(pathname));
+      return found.map(({ route }) => ({
+        method: route.method,
+        rpcs: typeof route.rpc === "function" ? (route.candidates ?? []) : [route.rpc],
+      }));
+    },
   };
 }
 

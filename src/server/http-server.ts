@@ -1,6 +1,8 @@
+import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ServerResponse, type IncomingMessage, type OutgoingHttpHeader, type OutgoingHttpHeaders } from "node:http";
 import type { RestShim } from "../rest/shim.js";
+import { createBrowserCors } from "./browser-cors.js";
 import type { createConnectDoor } from "./connect-door.js";
 import type { createGrpcWebDoor } from "./grpc-web-door.js";
 import { isGrpcWeb, writeGrpcWebUnimplemented } from "./grpc-web-door.js";
@@ -19,6 +21,12 @@ export interface ExtraRoute {
   label: string;
   matches(method: string, pathname: string): boolean;
   handle(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> | void;
+  /**
+   * Set on a public document that pages on any origin may read (CORS): its
+   * path and methods. The route sends Access-Control-Allow-Origin itself, on
+   * every answer, since shared caches keep it; the server answers its preflights.
+   */
+  crossOrigin?: { path: string; methods: readonly string[] };
 }
 
 export interface PlatformHandlerDeps {
@@ -30,6 +38,8 @@ export interface PlatformHandlerDeps {
   grpcWeb: ReturnType<typeof createGrpcWebDoor>;
   procedures: ReadonlyMap<string, Procedure>;
   extra: ExtraRoute[];
+  /** Whether a web page on another origin may call the RPC (CORS): its auth rule accepts the publishable key. */
+  callableFromBrowser(method: DescMethod): boolean;
   /** The client's address: the TCP peer, or what a trusted proxy says it is. */
   clientAddress(req: IncomingMessage): string | undefined;
 }
@@ -87,6 +97,12 @@ export class PlatformResponse<Request extends IncomingMessage = IncomingMessage>
  */
 export function createPlatformHandler(deps: PlatformHandlerDeps): NodeHandler {
   const { observability } = deps;
+  const browserCors = createBrowserCors({
+    procedures: deps.procedures,
+    callableFromBrowser: deps.callableFromBrowser,
+    restRoutesAt: deps.rest.routesAt,
+    documents: new Map(deps.extra.flatMap((route) => (route.crossOrigin ? [[route.crossOrigin.path, route.crossOrigin.methods]] : []))),
+  });
   return (req, res) => {
     const started = performance.now();
     const requestId = nextRequestId(oneHeader(req.headers, "x-request-id"));
@@ -107,22 +123,23 @@ export function createPlatformHandler(deps: PlatformHandlerDeps): NodeHandler {
       writeConnectError(res, new ConnectError("internal error", Code.Internal), 500);
     };
 
-    // CORS for the client-side identity paths, so the SDK works from an app's own origin (see corsForClientPaths).
-    if (req.headers.origin !== undefined && deps.rest.clientPaths.has(pathname)) {
-      res.setHeader("access-control-allow-origin", "*");
-      if (method === "OPTIONS") {
-        answered("cors_preflight");
-        req.resume();
-        res.writeHead(204, {
-          "access-control-allow-methods": "POST",
-          "access-control-allow-headers": "authorization, content-type, content-encoding, x-request-id",
-          "access-control-max-age": "600",
-          "content-length": "0",
-        });
-        res.end();
-        return;
+    // CORS where a page on another origin may call with the publishable key (browser-cors.ts); only a browser sends Origin.
+    if (req.headers.origin !== undefined) {
+      const methods = browserCors.methodsAt(pathname);
+      if (methods !== undefined) {
+        // A preflight (Fetch standard, "CORS-preflight request"): OPTIONS with Access-Control-Request-Method.
+        if (method === "OPTIONS" && req.headers["access-control-request-method"] !== undefined) {
+          answered("cors_preflight");
+          req.resume();
+          res.writeHead(204, browserCors.preflightHeaders(methods));
+          res.end();
+          return;
+        }
+        // Set before any handler writes, so errors written anywhere below carry them too.
+        const { answerHeaders } = browserCors;
+        res.setHeader("access-control-allow-origin", answerHeaders["access-control-allow-origin"]);
+        res.setHeader("access-control-expose-headers", answerHeaders["access-control-expose-headers"]);
       }
-      res.setHeader("access-control-expose-headers", "retry-after, x-request-id, www-authenticate");
     }
 
     const procedure = deps.procedures.get(pathname);

@@ -1,11 +1,10 @@
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
 import { setFlagsFromString } from "node:v8";
 import type { SqlDriverAdapter, SqlDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { DatabaseConfig } from "../config.js";
 import type { PrismaClient } from "./generated/sqlite/client.js";
 import { applyMigrations } from "./migrate.js";
 import { createSqliteAdapterFactory } from "./sqlite-adapter.js";
+import { keepSqliteFilesPrivate } from "./sqlite-file-mode.js";
 import { createSql, type Sql } from "./sql.js";
 
 /**
@@ -77,7 +76,7 @@ async function createClient(config: DatabaseConfig): Promise<{ client: Db; adapt
   // measurable time. Set before the client module compiles it.
   setFlagsFromString("--liftoff-only");
   if (config.provider === "sqlite") {
-    mkdirSync(dirname(config.file), { recursive: true });
+    keepSqliteFilesPrivate(config.file);
     const { PrismaClient: SqliteClient } = await import("./generated/sqlite/client.js");
     // Our own adapter (sqlite-adapter.ts): queries outside a transaction stay out of it, and each connection keeps its prepared statements.
     const factory = createSqliteAdapterFactory({ file: config.file, busyTimeoutMs: 10_000 });

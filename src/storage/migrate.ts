@@ -8,12 +8,13 @@
 // leaves no trace and is retried at the next start. Several instances may start at once:
 // PostgreSQL runs are serialized by an advisory lock, SQLite ones by BEGIN IMMEDIATE.
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 import Database from "better-sqlite3";
 import pg from "pg";
+import { keepSqliteFilesPrivate } from "./sqlite-file-mode.js";
 
 export type MigrationTarget = { provider: "sqlite"; file: string } | { provider: "postgresql"; url: string };
 
@@ -120,7 +121,8 @@ function failure(name: string, error: unknown): Error {
 
 function applySqlite(file: string, migrations: Migration[], dir: string): string[] {
   const inMemory = file === ":memory:" || file === "";
-  if (!inMemory) mkdirSync(dirname(resolve(file)), { recursive: true });
+  // SQLite would create the file 0644 less the umask: it is created owner-only first.
+  if (!inMemory) keepSqliteFilesPrivate(resolve(file));
   const db = new Database(file, { timeout: SQLITE_BUSY_TIMEOUT_MS });
   try {
     db.pragma(`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);

@@ -83,19 +83,66 @@ describe.each(["connect", "grpc"] as const)("buf curl over %s", (protocol) => {
   });
 });
 
-describe("gRPC server reflection", () => {
-  test("buf curl lists every service without a schema, and without a credential", async () => {
-    const result = await new Promise<{ status: number; stdout: string }>((resolve) => {
-      execFile(
-        join(process.cwd(), "node_modules", ".bin", "buf"),
-        ["curl", "--protocol", "grpc", "--http2-prior-knowledge", "--list-services", server.grpcUrl],
-        { encoding: "utf8", timeout: 60_000 },
-        (error, stdout) => resolve({ status: error ? 1 : 0, stdout }),
-      );
-    });
-    expect(result.status).toBe(0);
-    expect(result.stdout.split("\n").filter(Boolean)).toEqual(
-      expect.arrayContaining(["grpc.health.v1.Health", "svc.v1.ConfigService", "svc.v1.IdentityService", "svc.v1.SecretsService"]),
+/** Runs `buf curl <args>` against the gRPC port (HTTP/2 cleartext), its schema from server reflection. */
+function bufReflect(args: string[]) {
+  return new Promise<{ status: number; stdout: string; stderr: string }>((resolve) => {
+    execFile(
+      join(process.cwd(), "node_modules", ".bin", "buf"),
+      ["curl", "--protocol", "grpc", "--http2-prior-knowledge", ...args],
+      { encoding: "utf8", timeout: 60_000 },
+      (error, stdout, stderr) => resolve({ status: error ? 1 : 0, stdout, stderr }),
     );
   });
+}
+
+const lines = (text: string) => text.split("\n").filter(Boolean);
+
+describe("gRPC server reflection", () => {
+  // Every service the server serves, reflection and health included (docs/api.md "Protocols").
+  const served = () => server.app.services.map((entry) => entry.service.typeName).sort();
+
+  test.each(["grpc-v1", "grpc-v1alpha"])(
+    "reflection (%s) lists every served service, its own included, without a schema and without a credential",
+    async (protocol) => {
+      const result = await bufReflect(["--reflect-protocol", protocol, "--list-services", server.grpcUrl]);
+      expect({ status: result.status, stderr: result.stderr }).toEqual({ status: 0, stderr: "" });
+      expect(served()).toEqual(
+        expect.arrayContaining([
+          "grpc.health.v1.Health",
+          "grpc.reflection.v1.ServerReflection",
+          "grpc.reflection.v1alpha.ServerReflection",
+          "svc.v1.ConfigService",
+          "svc.v1.IdentityService",
+          "svc.v1.SecretsService",
+        ]),
+      );
+      expect(lines(result.stdout).sort()).toEqual(served());
+    },
+  );
+
+  test("every listed service can be described: buf curl lists the methods of each, reflection's own included", async () => {
+    const result = await bufReflect(["--list-methods", server.grpcUrl]);
+    expect({ status: result.status, stderr: result.stderr }).toEqual({ status: 0, stderr: "" });
+    const methods = lines(result.stdout);
+    const expected = server.app.services.flatMap((entry) => entry.service.methods.map((m) => `${entry.service.typeName}/${m.name}`));
+    expect(methods.sort()).toEqual(expected.sort());
+    expect(methods).toEqual(
+      expect.arrayContaining([
+        "grpc.health.v1.Health/Check",
+        "grpc.health.v1.Health/Watch",
+        "grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+        "grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+      ]),
+    );
+  });
+
+  test.each(["grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"])(
+    "%s can be called by a client that learnt its schema through reflection",
+    async (service) => {
+      const result = await bufReflect(["-d", JSON.stringify({ listServices: "" }), `${server.grpcUrl}/${service}/ServerReflectionInfo`]);
+      expect({ status: result.status, stderr: result.stderr }).toEqual({ status: 0, stderr: "" });
+      const answer = JSON.parse(result.stdout) as { listServicesResponse: { service: { name: string }[] } };
+      expect(answer.listServicesResponse.service.map((s) => s.name).sort()).toEqual(served());
+    },
+  );
 });

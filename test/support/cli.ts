@@ -3,9 +3,22 @@ import { join } from "node:path";
 
 export const gatehouseBin = join(process.cwd(), "bin", "gatehouse.js");
 
+export interface ProcessOptions {
+  /** The file mode creation mask the process starts with (octal, as the shell's `umask` takes it); the inherited one by default. */
+  umask?: string;
+}
+
+/** The command and arguments that run `gatehouse <args>`, under a shell that sets the umask first when one is given. */
+function gatehouseProcess(args: string[], options: ProcessOptions): [string, string[]] {
+  if (options.umask === undefined) return [process.execPath, [gatehouseBin, ...args]];
+  if (!/^[0-7]{3,4}$/.test(options.umask)) throw new Error(`umask ${options.umask} is not an octal mask`);
+  return ["sh", ["-c", `umask ${options.umask} && exec "$0" "$@"`, process.execPath, gatehouseBin, ...args]];
+}
+
 /** Runs `gatehouse <args>` to completion (the built CLI, as a user runs it). */
-export function runCli(args: string[], env: Record<string, string>, input?: string) {
-  const result = spawnSync(process.execPath, [gatehouseBin, ...args], {
+export function runCli(args: string[], env: Record<string, string>, input?: string, options: ProcessOptions = {}) {
+  const [command, argv] = gatehouseProcess(args, options);
+  const result = spawnSync(command, argv, {
     env: { ...process.env, LOG_LEVEL: "warn", ...env },
     encoding: "utf8",
     input,
@@ -43,8 +56,9 @@ export interface ServeProcess {
 }
 
 /** Starts `gatehouse serve` and resolves once it prints its addresses. */
-export function startServe(env: Record<string, string>): Promise<ServeProcess> {
-  const child = spawn(process.execPath, [gatehouseBin, "serve"], {
+export function startServe(env: Record<string, string>, options: ProcessOptions = {}): Promise<ServeProcess> {
+  const [command, argv] = gatehouseProcess(["serve"], options);
+  const child = spawn(command, argv, {
     env: { ...process.env, PORT: "0", GRPC_PORT: "0", SAMPLE_PORT: "0", LOG_LEVEL: "warn", ...env },
   });
   let out = "";
