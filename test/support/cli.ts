@@ -6,13 +6,20 @@ export const gatehouseBin = join(process.cwd(), "bin", "gatehouse.js");
 export interface ProcessOptions {
   /** The file mode creation mask the process starts with (octal, as the shell's `umask` takes it); the inherited one by default. */
   umask?: string;
+  /** The process's open-file limit (the shell's `ulimit -n`); the inherited one by default. */
+  openFiles?: number;
 }
 
-/** The command and arguments that run `gatehouse <args>`, under a shell that sets the umask first when one is given. */
+/** The command and arguments that run `gatehouse <args>`, under a shell that sets the umask or open-file limit first when one is given. */
 function gatehouseProcess(args: string[], options: ProcessOptions): [string, string[]] {
-  if (options.umask === undefined) return [process.execPath, [gatehouseBin, ...args]];
-  if (!/^[0-7]{3,4}$/.test(options.umask)) throw new Error(`umask ${options.umask} is not an octal mask`);
-  return ["sh", ["-c", `umask ${options.umask} && exec "$0" "$@"`, process.execPath, gatehouseBin, ...args]];
+  const setup: string[] = [];
+  if (options.umask !== undefined) {
+    if (!/^[0-7]{3,4}$/.test(options.umask)) throw new Error(`umask ${options.umask} is not an octal mask`);
+    setup.push(`umask ${options.umask}`);
+  }
+  if (options.openFiles !== undefined) setup.push(`ulimit -n ${Math.trunc(options.openFiles)}`);
+  if (setup.length === 0) return [process.execPath, [gatehouseBin, ...args]];
+  return ["sh", ["-c", `${setup.join(" && ")} && exec "$0" "$@"`, process.execPath, gatehouseBin, ...args]];
 }
 
 /** Runs `gatehouse <args>` to completion (the built CLI, as a user runs it). */
