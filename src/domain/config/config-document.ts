@@ -42,12 +42,49 @@ export interface RouteResource {
   path: string;
   /** Absent: every method. */
   methods?: string[];
+  /** An http(s) URL, or the name of an `upstreams` entry. */
   upstream: string;
   plugins?: string[];
   rules?: string[];
+  /** Overrides the upstream's `timeouts.response_ms` for this route. */
+  timeout_ms?: number;
+  /** A larger request body is 413. */
+  max_body_bytes?: number;
 }
 
-export type Resource = DomainResource | PluginResource | RuleResource | RouteResource;
+/** One target of an upstream: weight 0 to 1000 (absent: 100; 0: drained). */
+export interface UpstreamTargetSpec {
+  url: string;
+  weight?: number;
+}
+
+export type Balancer = "round-robin" | "least-requests" | "consistent-hash";
+
+/**
+ * A named pool of targets that routes name as their `upstream` (docs/gateway.md,
+ * "Upstreams"). Absent optional fields take their defaults: balancer
+ * round-robin; hash_on client (consistent-hash only); active checks off,
+ * passive checks off; retries 1; timeouts connect 5000 ms, response 30000 ms.
+ */
+export interface UpstreamResource {
+  name: string;
+  /** 1 to 64 targets. */
+  targets: UpstreamTargetSpec[];
+  balancer?: Balancer;
+  /** `client`, `header:<name>` or `cookie:<name>`; consistent-hash only. */
+  hash_on?: string;
+  health_check?: {
+    /** Absent fields: interval 5 s, timeout 1000 ms, healthy after 2, unhealthy after 3. */
+    active?: { path: string; interval_seconds?: number; timeout_ms?: number; healthy_after?: number; unhealthy_after?: number };
+    /** Absent fields: unhealthy after 5, recover after 30 s. */
+    passive?: { unhealthy_after?: number; recover_after_seconds?: number };
+  };
+  /** Further tries on another target, 0 to 5. */
+  retries?: number;
+  timeouts?: { connect_ms?: number; response_ms?: number };
+}
+
+export type Resource = DomainResource | UpstreamResource | PluginResource | RuleResource | RouteResource;
 
 /** One resource of a document, with its canonical JSON (what is stored and compared). */
 export interface CanonicalResource {
