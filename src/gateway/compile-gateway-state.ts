@@ -1,17 +1,16 @@
-import { Code } from "@connectrpc/connect";
-import { BlockList, isIPv4 } from "node:net";
 import type { Dispatcher } from "undici";
-import type { ConfigDocument, ConfigValue, PluginResource, RouteResource, RuleResource } from "../domain/config/config-document.js";
-import { answers, gatewayAnswer, type GatewayAnswer } from "./gateway-answer.js";
-import type { GatewayState } from "./gateway-state.js";
+import type { ConfigDocument, PluginResource, RouteResource, RuleResource } from "../domain/config/config-document.js";
 import { readRequestPath } from "../domain/config/request-path.js";
-import { compileRuleRegex, type RuleRegexMatcher } from "../domain/config/rule-regex.js";
-import { isForbiddenRewriteHeader } from "../domain/config/plugin-configs.js";
-import { createCorsPolicy, type CorsPolicy } from "./cors-policy.js";
+import { answers, type GatewayAnswer } from "./gateway-answer.js";
 import type { RouteMetrics } from "./gateway-metrics.js";
-import { createRateLimiter, type RateLimiter } from "./rate-limiter.js";
+import type { GatewayState } from "./gateway-state.js";
+import { gatewayPlugins } from "./plugins/index.js";
+import type { CorsPolicy } from "./plugins/cors.js";
+import type { GatewayPlugin, RouteAssembly, Step } from "./plugins/plugin.js";
+import { stages } from "./plugins/plugin.js";
 import { alwaysDropped, type HeaderPolicy, type HeaderRewrite } from "./proxy/upstream-headers.js";
 import { createRouteTable, methodMaskOf, type RoutableRoute, type RouteTable } from "./route-table.js";
+import { compileRule, rulesStep, type CompiledRule } from "./rules.js";
 import { createSessionVerifier, type SessionVerifier } from "./session-verifier.js";
 
 /** Where a route's requests go. */
@@ -26,47 +25,15 @@ export interface UpstreamTarget {
   readonly dispatcher: Dispatcher;
 }
 
-export type CompiledRule =
-  | {
-      readonly name: string;
-      readonly kind: "header";
-      readonly header: string;
-      readonly regex: RuleRegexMatcher;
-      readonly denied: GatewayAnswer;
-    }
-  | { readonly name: string; readonly kind: "path"; readonly prefix: string; readonly denied: GatewayAnswer }
-  | { readonly name: string; readonly kind: "ip"; readonly blocks: BlockList; readonly denied: GatewayAnswer };
-
-export interface ApiKeyAuth {
-  readonly header: string;
-  readonly hide: boolean;
-  readonly missing: GatewayAnswer;
-  readonly unknown: GatewayAnswer;
-}
-
-export interface SessionAuth {
-  readonly required: boolean;
-  readonly identityHeader: string | undefined;
-}
-
-export interface RateLimit {
-  readonly limiter: RateLimiter;
-  readonly requests: number;
-}
-
 /** A route with everything a request needs, computed once per revision. */
 export interface CompiledRoute extends RoutableRoute, HeaderPolicy {
   readonly upstream: UpstreamTarget;
   /** Set when the route cannot be served (an unresolved secret, a rule that cannot run): its 503. */
   readonly closed: GatewayAnswer | undefined;
+  /** Its CORS policy: a preflight for the route is answered by the first step. */
   readonly cors: CorsPolicy | undefined;
-  readonly denyRules: readonly CompiledRule[];
-  readonly allowRules: readonly CompiledRule[];
-  readonly apiKeys: readonly ApiKeyAuth[];
-  readonly sessions: readonly SessionAuth[];
-  readonly rateLimits: readonly RateLimit[];
-  /** Whether any plugin or rule runs before forwarding (a route without is forwarded at once). */
-  readonly plain: boolean;
+  /** The pipeline in the contract's order (plugins/plugin.ts, stages); empty: forwarded at once. */
+  readonly steps: readonly Step[];
   /** Filled on the route's first request. */
   metrics: RouteMetrics | undefined;
 }
@@ -78,8 +45,8 @@ export interface CompiledRouting {
   readonly table: RouteTable<CompiledRoute>;
   readonly routes: readonly CompiledRoute[];
   readonly origins: ReadonlySet<string>;
-  /** Rate-limit counts by route, plugin and window: carried into the next revision. */
-  readonly limiters: ReadonlyMap<string, RateLimiter>;
+  /** What plugins keep across revisions (rate-limit counts), by their key. */
+  readonly carried: ReadonlyMap<string, unknown>;
 }
 
 /** A GatewayState ready to serve: swapped in whole, one per request. */
@@ -111,9 +78,6 @@ export interface CompileOptions {
 const none: readonly never[] = Object.freeze([]);
 const listOrNone = <T>(list: readonly T[]): readonly T[] => (list.length === 0 ? none : list);
 const noNames: ReadonlySet<string> = new Set();
-
-const secretReference = /\$\{secret:([a-z0-9][a-z0-9_-]{0,63})\/([A-Za-z_][A-Za-z0-9_.-]{0,127})\}/g;
-const safeHeaderValue = /^[\t\x20-\x7e]*$/;
 
 /**
  * Compiles a GatewayState once: the route table, rules, plugin instances,
@@ -173,35 +137,41 @@ function specOf<T>(resource: { spec: string; value?: unknown }): T {
   return (resource.value ?? JSON.parse(resource.spec)) as T;
 }
 
+/** One plugin of the document, compiled once and shared by the routes that list it. */
+interface CompiledPlugin {
+  readonly plugin: GatewayPlugin<unknown>;
+  readonly instance: unknown;
+}
+
 function compileRouting(state: GatewayState, options: CompileOptions): CompiledRouting {
   const document = state.document;
   const warn = options.warn ?? (() => {});
-  const previousLimiters = options.previous?.routing.limiters;
+  const previousCarried = options.previous?.routing.carried;
 
   const rules = new Map<string, CompiledRule | { problem: string }>();
+  const actions = new Map<string, RuleResource["action"]>();
   for (const resource of document.rules) {
     const rule = specOf<RuleResource>(resource);
     const compiled = compileRule(rule);
     if ("problem" in compiled)
       warn("a rule cannot be evaluated: routes that use it answer 503", { rule: rule.name, problem: compiled.problem });
     rules.set(rule.name, compiled);
+    actions.set(rule.name, rule.action);
   }
-  const actions = new Map(document.rules.map((r) => [r.name, specOf<RuleResource>(r).action]));
 
-  const plugins = new Map<string, PluginResource>();
-  for (const resource of document.plugins) plugins.set(resource.name, specOf<PluginResource>(resource));
-  const shared = new Map<string, CorsPolicy | ApiKeyAuth | SessionAuth | HeaderRewrite | { unresolved: true }>();
-  const pluginInstance = (plugin: PluginResource) => {
-    let instance = shared.get(plugin.name);
-    if (instance === undefined) {
-      instance = compileSharedPlugin(plugin, state.secrets, warn);
-      shared.set(plugin.name, instance);
-    }
-    return instance;
-  };
+  const plugins = new Map<string, CompiledPlugin>();
+  for (const resource of document.plugins) {
+    const spec = specOf<PluginResource>(resource);
+    const plugin = gatewayPlugins[spec.type] as GatewayPlugin<unknown> | undefined;
+    if (plugin === undefined) continue; // validation knows every type; a stored document of a newer version is not served half
+    plugins.set(spec.name, {
+      plugin,
+      instance: plugin.compile(spec.config, { name: spec.name, secrets: state.secrets, warn }),
+    });
+  }
 
   const upstreams = new Map<string, Omit<UpstreamTarget, "dispatcher"> & { dispatcher?: Dispatcher }>();
-  const limiters = new Map<string, RateLimiter>();
+  const carried = new Map<string, unknown>();
   const routes: CompiledRoute[] = [];
   const origins = new Set<string>();
 
@@ -225,109 +195,95 @@ function compileRouting(state: GatewayState, options: CompileOptions): CompiledR
     target.dispatcher ??= options.dispatcherFor(target.origin);
     origins.add(target.origin);
 
-    let closed: GatewayAnswer | undefined;
-    const denyRules: CompiledRule[] = [];
-    const allowRules: CompiledRule[] = [];
+    const assembly = assembleRoute(route, {
+      carried: (key, create) => {
+        let value = carried.get(key) ?? previousCarried?.get(key);
+        if (value === undefined) value = create();
+        carried.set(key, value);
+        return value as never;
+      },
+      maxClientsPerLimiter: options.maxClientsPerLimiter,
+    });
+
+    const deny: CompiledRule[] = [];
+    const allow: CompiledRule[] = [];
     for (const name of route.rules ?? []) {
       const rule = rules.get(name);
       if (rule === undefined) continue; // references are checked at import; a stale one matches nothing
       if ("problem" in rule) {
-        closed ??= answers.ruleUnavailable;
+        assembly.close(answers.ruleUnavailable);
         continue;
       }
-      (actions.get(name) === "allow" ? allowRules : denyRules).push(rule);
+      (actions.get(name) === "allow" ? allow : deny).push(rule);
     }
+    if (deny.length + allow.length > 0) assembly.addStep(stages.rules, rulesStep(listOrNone(deny), listOrNone(allow)));
 
-    let cors: CorsPolicy | undefined;
-    const apiKeys: ApiKeyAuth[] = [];
-    const sessions: SessionAuth[] = [];
-    const rateLimits: RateLimit[] = [];
-    const rewrites: HeaderRewrite[] = [];
-    const extraDropped: string[] = [];
-    const added: string[] = [];
-    const identityHeaders: string[] = [];
+    // Each plugin type attaches the route's instances of it, in the order the route lists them.
+    const byType = new Map<GatewayPlugin<unknown>, unknown[]>();
     for (const name of route.plugins ?? []) {
-      const plugin = plugins.get(name);
-      if (plugin === undefined) continue;
-      if (plugin.type === "rate-limit") {
-        const windowSeconds = plugin.config.window_seconds as number;
-        // Counts survive a new revision unless the route, the plugin or its window changed identity.
-        const key = `${route.name}\u0000${plugin.name}\u0000${windowSeconds}`;
-        const limiter =
-          limiters.get(key) ??
-          previousLimiters?.get(key) ??
-          createRateLimiter({
-            windowSeconds,
-            ...(options.maxClientsPerLimiter !== undefined ? { maxClients: options.maxClientsPerLimiter } : {}),
-          });
-        limiters.set(key, limiter);
-        rateLimits.push({ limiter, requests: plugin.config.requests as number });
-        continue;
-      }
-      const instance = pluginInstance(plugin);
-      switch (plugin.type) {
-        case "cors":
-          // One policy answers for the route: the first listed.
-          cors ??= instance as CorsPolicy;
-          break;
-        case "api-key-auth": {
-          const auth = instance as ApiKeyAuth;
-          apiKeys.push(auth);
-          if (auth.hide) extraDropped.push(auth.header);
-          break;
-        }
-        case "session-auth": {
-          const auth = instance as SessionAuth;
-          sessions.push(auth);
-          // A client-sent identity header is never forwarded, whether or not a session is presented.
-          if (auth.identityHeader !== undefined) {
-            extraDropped.push(auth.identityHeader);
-            identityHeaders.push(auth.identityHeader);
-          }
-          break;
-        }
-        case "request-headers":
-          if ("unresolved" in instance) closed = answers.unresolvedSecret;
-          else {
-            const rewrite = instance as HeaderRewrite;
-            rewrites.push(rewrite);
-            // What a plugin sets or removes is the plugin's, in every spelling; what it adds keeps the client's own value.
-            extraDropped.push(...rewrite.remove);
-            for (let i = 0; i < rewrite.set.length; i += 2) extraDropped.push(rewrite.set[i]!);
-            for (let i = 0; i < rewrite.add.length; i += 2) added.push(rewrite.add[i]!);
-          }
-          break;
-      }
+      const compiled = plugins.get(name);
+      if (compiled === undefined) continue;
+      const list = byType.get(compiled.plugin);
+      if (list === undefined) byType.set(compiled.plugin, [compiled.instance]);
+      else list.push(compiled.instance);
     }
+    for (const [plugin, instances] of byType) plugin.attach(instances, assembly);
 
-    routes.push({
-      name: route.name,
-      exact,
-      base,
-      methodMask: methodMaskOf(route.methods),
-      domains: route.domains,
-      upstream: target as UpstreamTarget,
-      closed,
-      cors,
-      denyRules: listOrNone(denyRules),
-      allowRules: listOrNone(allowRules),
-      apiKeys: listOrNone(apiKeys),
-      sessions: listOrNone(sessions),
-      rateLimits: listOrNone(rateLimits),
-      rewrites: listOrNone(rewrites),
-      dropHeaders: extraDropped.length === 0 ? alwaysDropped : new Set([...alwaysDropped, ...extraDropped]),
-      addedHeaders: added.length === 0 ? noNames : new Set(added),
-      restrictsMethods: route.methods !== undefined,
-      identityHeaders: listOrNone(identityHeaders),
-      plain:
-        closed === undefined &&
-        cors === undefined &&
-        denyRules.length + allowRules.length + apiKeys.length + sessions.length + rateLimits.length + rewrites.length === 0,
-      metrics: undefined,
-    });
+    routes.push(assembly.build({ exact, base, upstream: target as UpstreamTarget }));
   }
 
-  return { document, secrets: state.secrets, table: createRouteTable(routes), routes, origins, limiters };
+  return { document, secrets: state.secrets, table: createRouteTable(routes), routes, origins, carried };
+}
+
+/** Collects what a route's rules and plugins add, then builds the compiled route. */
+function assembleRoute(
+  route: RouteResource,
+  shared: { carried: RouteAssembly["carried"]; maxClientsPerLimiter: number | undefined },
+): RouteAssembly & { build(fields: { exact: boolean; base: string; upstream: UpstreamTarget }): CompiledRoute } {
+  const steps: { stage: number; step: Step }[] = [];
+  let closed: GatewayAnswer | undefined;
+  let cors: CorsPolicy | undefined;
+  const owned: string[] = [];
+  const added: string[] = [];
+  const identityHeaders: string[] = [];
+  const rewrites: HeaderRewrite[] = [];
+  return {
+    route,
+    maxClientsPerLimiter: shared.maxClientsPerLimiter,
+    carried: shared.carried,
+    addStep: (stage, step) => steps.push({ stage, step }),
+    close: (answer) => {
+      closed ??= answer;
+    },
+    setCors: (policy) => {
+      cors ??= policy;
+    },
+    ownHeader: (name) => owned.push(name),
+    addedHeader: (name) => added.push(name),
+    identityHeader: (name) => identityHeaders.push(name),
+    rewrite: (rewrite) => rewrites.push(rewrite),
+    build({ exact, base, upstream }) {
+      // A stable sort: steps of one stage keep the order they were added in.
+      steps.sort((a, b) => a.stage - b.stage);
+      return {
+        name: route.name,
+        exact,
+        base,
+        methodMask: methodMaskOf(route.methods),
+        domains: route.domains,
+        upstream,
+        closed,
+        cors,
+        steps: closed !== undefined ? none : listOrNone(steps.map((s) => s.step)),
+        dropHeaders: owned.length === 0 ? alwaysDropped : new Set([...alwaysDropped, ...owned]),
+        addedHeaders: added.length === 0 ? noNames : new Set(added),
+        restrictsMethods: route.methods !== undefined,
+        identityHeaders: listOrNone(identityHeaders),
+        rewrites: listOrNone(rewrites),
+        metrics: undefined,
+      };
+    },
+  };
 }
 
 function parseUpstream(upstream: string): Omit<UpstreamTarget, "dispatcher"> {
@@ -341,107 +297,4 @@ function parseUpstream(upstream: string): Omit<UpstreamTarget, "dispatcher"> {
     port: url.port === "" ? (secure ? 443 : 80) : Number(url.port),
     secure,
   };
-}
-
-function compileRule(rule: RuleResource): CompiledRule | { problem: string } {
-  const denied = gatewayAnswer(Code.PermissionDenied, "denied_by_rule", `the request is refused by rule ${rule.name}`);
-  const match = rule.match;
-  if ("header" in match) {
-    // The module validation uses: what an import accepted is exactly what matches here (a stored
-    // document from before a rule became stricter answers 503 on its routes rather than guessing).
-    const compiled = compileRuleRegex(match.regex, { ignoreCase: match.ignore_case === true });
-    if (!compiled.ok) return { problem: compiled.problem };
-    return { name: rule.name, kind: "header", header: match.header.toLowerCase(), regex: compiled.matcher, denied };
-  }
-  if ("path_prefix" in match) {
-    const prefix = readRequestPath(match.path_prefix)?.match;
-    if (prefix === undefined) return { problem: "the path prefix cannot be matched" };
-    return { name: rule.name, kind: "path", prefix, denied };
-  }
-  const [address = "", bits = "0"] = match.ip_cidr.split("/");
-  const blocks = new BlockList();
-  try {
-    blocks.addSubnet(address, Number(bits), isIPv4(address) ? "ipv4" : "ipv6");
-  } catch {
-    return { problem: "the CIDR block cannot be read" };
-  }
-  return { name: rule.name, kind: "ip", blocks, denied };
-}
-
-function compileSharedPlugin(
-  plugin: PluginResource,
-  secrets: ReadonlyMap<string, string>,
-  warn: (message: string, fields: Record<string, unknown>) => void,
-): CorsPolicy | ApiKeyAuth | SessionAuth | HeaderRewrite | { unresolved: true } {
-  const config = plugin.config;
-  switch (plugin.type) {
-    case "cors":
-      return createCorsPolicy(config);
-    case "api-key-auth": {
-      const header = typeof config.header === "string" ? config.header.toLowerCase() : "x-api-key";
-      return {
-        header,
-        hide: config.hide_credentials === true,
-        missing: gatewayAnswer(
-          Code.Unauthenticated,
-          "consumer_key_missing",
-          `this route needs a consumer key (ck_...) in the ${header} header`,
-        ),
-        unknown: gatewayAnswer(
-          Code.Unauthenticated,
-          "consumer_key_invalid",
-          `the consumer key in the ${header} header is unknown or revoked: use a live consumer key`,
-        ),
-      };
-    }
-    case "session-auth":
-      return {
-        required: config.required !== false,
-        identityHeader: typeof config.forward_identity_header === "string" ? config.forward_identity_header.toLowerCase() : undefined,
-      };
-    case "request-headers": {
-      const resolve = (value: string): string | undefined => {
-        let missing = false;
-        const resolved = value.replace(secretReference, (_, environment: string, name: string) => {
-          const secret = secrets.get(`${environment}/${name}`);
-          if (secret === undefined || !safeHeaderValue.test(secret)) {
-            missing = true;
-            warn(
-              secret === undefined
-                ? "a secret the configuration references is not resolved: routes using the plugin answer 503"
-                : "a secret's value cannot travel in a header (line breaks or non-ASCII): routes using the plugin answer 503",
-              { plugin: plugin.name, secret: `${environment}/${name}` },
-            );
-            return "";
-          }
-          return secret;
-        });
-        return missing ? undefined : resolved;
-      };
-      const pairs = (value: ConfigValue | undefined): string[] | undefined => {
-        const out: string[] = [];
-        if (value === undefined || typeof value !== "object" || Array.isArray(value)) return out;
-        for (const [name, raw] of Object.entries(value)) {
-          // Refused at import; a document stored before a name became forbidden never gets to use it.
-          if (isForbiddenRewriteHeader(name)) {
-            warn("a request-headers plugin names a header it may not change: that entry is ignored", { plugin: plugin.name, header: name });
-            continue;
-          }
-          const resolved = resolve(String(raw));
-          if (resolved === undefined) return undefined;
-          out.push(name.toLowerCase(), resolved);
-        }
-        return out;
-      };
-      const set = pairs(config.set);
-      const add = pairs(config.add);
-      if (set === undefined || add === undefined) return { unresolved: true };
-      const remove = Array.isArray(config.remove)
-        ? (config.remove as string[]).map((h) => h.toLowerCase()).filter((h) => !isForbiddenRewriteHeader(h))
-        : [];
-      return { remove, set, add };
-    }
-    default:
-      return { unresolved: true };
-  }
 }

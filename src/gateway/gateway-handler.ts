@@ -1,18 +1,16 @@
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Dispatcher } from "undici";
 import { readRequestPath } from "../domain/config/request-path.js";
 import { isTrustedProxy, type TrustedProxies } from "../server/client-address.js";
 import type { AccessLog } from "./access-log.js";
-import type { CompiledGatewayState, CompiledRoute, CompiledRule } from "./compile-gateway-state.js";
-import { answers, methodNotAllowedAnswer, rateLimitedAnswer, rawAnswer, type GatewayAnswer } from "./gateway-answer.js";
+import type { CompiledGatewayState, CompiledRoute } from "./compile-gateway-state.js";
+import { answers, methodNotAllowedAnswer, rawAnswer, type GatewayAnswer } from "./gateway-answer.js";
 import type { GatewayMetrics, RouteMetrics, UpstreamErrorKind } from "./gateway-metrics.js";
 import { connectionOptions, droppedResponseHeaders, upstreamHeaders } from "./proxy/upstream-headers.js";
 import { openWebSocketTunnel } from "./proxy/websocket-tunnel.js";
-import type { RateDecision } from "./rate-limiter.js";
 import { allowHeaderOf, methodIndex } from "./route-table.js";
-import type { VerifiedSession } from "./session-verifier.js";
 
 export interface GatewayHandlerDeps {
   /** The compiled state new requests are served with; undefined until one is loaded. */
@@ -40,9 +38,6 @@ const safeRequestId = /^[A-Za-z0-9._:-]{1,64}$/;
 
 /** Bodies of refused requests up to this size are read and dropped to keep the connection; larger ones close it. */
 const drainableBodyBytes = 64 * 1024;
-
-/** Scratch space for rate-limit decisions: each is filled and read within one synchronous step. */
-const decision: RateDecision = { allowed: true, limit: 0, remaining: 0, resetSeconds: 0, retryAfterSeconds: 0 };
 
 /** An absolute-form request target (RFC 9112 section 3.2.2): scheme, authority, and the rest from the path on. */
 const absoluteForm = /^https?:\/\/([^/?#@\s]+)([/?][^#]*)?$/i;
@@ -79,29 +74,6 @@ function hostOf(value: string | undefined): string {
 function peerOf(req: IncomingMessage): string {
   const address = req.socket.remoteAddress ?? "";
   return address.startsWith("::ffff:") && address.includes(".") ? address.slice(7) : address;
-}
-
-/** The token of `Authorization: Bearer <token>` (RFC 6750 section 2.1), or undefined. */
-function bearerToken(value: string | undefined): string | undefined {
-  if (value === undefined || value.length < 8) return undefined;
-  if (value.charCodeAt(6) !== 32 || value.slice(0, 6).toLowerCase() !== "bearer") return undefined;
-  const token = value.slice(7).trim();
-  return token === "" ? undefined : token;
-}
-
-function ruleMatches(rule: CompiledRule, req: IncomingMessage, path: string, peer: string): boolean {
-  switch (rule.kind) {
-    case "path":
-      return path.startsWith(rule.prefix);
-    case "ip":
-      return peer !== "" && rule.blocks.check(peer, peer.includes(":") ? "ipv6" : "ipv4");
-    case "header": {
-      // A header the request does not carry matches no pattern.
-      const value = req.headers[rule.header];
-      if (value === undefined) return false;
-      return rule.regex.test(Array.isArray(value) ? value.join(", ") : value);
-    }
-  }
 }
 
 function hasBody(headers: IncomingHttpHeaders): boolean {
@@ -155,6 +127,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
   extra: string[] | undefined = undefined;
   /** Whether the route's CORS policy owns the Access-Control-* response headers. */
   corsOwned = false;
+  /** Whether this is a browser's preflight for a route with a CORS policy (its first step answers it). */
+  preflight = false;
   upstreamStatus = 0;
   controller: Dispatcher.DispatchController | undefined = undefined;
   clientGone = false;
@@ -251,7 +225,6 @@ export class Exchange implements Dispatcher.DispatchHandler {
     const host = hostOf(this.authority);
     const method = methodIndex(req.method ?? "GET");
     let found = compiled.routing.table.lookup(host, path, method);
-    let preflight = false;
     if (this.res !== undefined && method === 6 && headers.origin !== undefined) {
       const requested = headers["access-control-request-method"];
       if (requested !== undefined) {
@@ -260,7 +233,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
           const target = compiled.routing.table.lookup(host, path, methodIndex(requested));
           if (typeof target !== "number" && target.cors !== undefined) found = target;
         }
-        preflight = typeof found !== "number" && found.cors !== undefined;
+        this.preflight = typeof found !== "number" && found.cors !== undefined;
       }
     }
     if (req.method === "TRACE") {
@@ -278,127 +251,24 @@ export class Exchange implements Dispatcher.DispatchHandler {
     this.metrics = route.metrics ??= this.deps.metrics.route(route.name);
     if (route.closed !== undefined) return this.answer(route.closed);
     this.peer = peerOf(req);
-    if (route.plain) return this.forward();
+    this.continueFrom(0);
+  }
 
-    // cors
-    const cors = this.res === undefined ? undefined : route.cors;
-    if (cors !== undefined) {
-      this.corsOwned = true;
-      const origin = headers.origin;
-      if (preflight) {
-        // Answered here, before rules and credentials: browsers send neither on a preflight.
-        const out = ["x-request-id", this.requestId, "content-length", "0"];
-        if (origin !== undefined && cors.allows(origin))
-          out.push(...cors.preflightHeaders(origin, headers["access-control-request-headers"]));
-        this.res!.writeHead(204, out);
-        this.res!.end();
-        return;
-      }
-      if (origin !== undefined && cors.allows(origin)) {
-        this.extra = [];
-        cors.appendResponseHeaders(origin, this.extra);
-      }
-    }
-
-    // rules: any matching deny refuses; allow rules, when listed, must match
-    for (const rule of route.denyRules) {
-      if (ruleMatches(rule, req, path, this.peer)) return this.answer(rule.denied);
-    }
-    if (route.allowRules.length > 0) {
-      let allowed = false;
-      const literal = this.literalPath;
-      for (const rule of route.allowRules) {
-        // An allow-listed prefix must hold however the upstream reads `;` and %2F (request-path.ts).
-        if (ruleMatches(rule, req, path, this.peer) && (literal === path || ruleMatches(rule, req, literal, this.peer))) {
-          allowed = true;
-          break;
-        }
-      }
-      if (!allowed) return this.answer(answers.noAllowRule);
-    }
-
-    // api-key-auth
-    for (const auth of route.apiKeys) {
-      const key = headers[auth.header];
-      if (typeof key !== "string" || key === "") return this.answer(auth.missing, ["www-authenticate", `ApiKey header="${auth.header}"`]);
-      // Consumer keys are looked up by their SHA-256: the key itself is never kept.
-      const consumer = key.length > 512 ? undefined : compiled.state.consumers.get(createHash("sha256").update(key).digest("hex"));
-      if (consumer === undefined)
-        return this.answer(auth.unknown, ["www-authenticate", `ApiKey header="${auth.header}", error="invalid_key"`]);
-      this.consumerId = consumer.id;
-    }
-
-    // session-auth
-    if (route.sessions.length > 0) {
-      this.now = this.deps.clock();
-      const token = bearerToken(headers.authorization);
-      if (token === undefined) {
-        for (const auth of route.sessions) if (auth.required) return this.answer(answers.sessionMissing, ["www-authenticate", "Bearer"]);
-        return this.afterAuthentication();
-      }
-      const cached = compiled.sessions.cached(token, this.now);
-      if (cached !== undefined) return this.afterSession(cached);
-      compiled.sessions
-        .verify(token, this.now)
-        .then(
-          (session) => this.afterSession(session),
-          () => this.afterSession(undefined),
-        )
-        // Nothing after verification is expected to throw; if it does, the request ends rather than the process.
-        .catch(() => (this.res ?? this.socket)?.destroy());
+  /** Runs the route's steps from `index` on (plugins/plugin.ts); when all let the request through, forwards it. */
+  continueFrom(index: number): undefined {
+    const steps = this.route!.steps;
+    for (let i = index; i < steps.length; i++) {
+      const result = steps[i]!.run(this);
+      if (result === true) continue;
+      if (result === false) return;
+      result.then(
+        (go) => {
+          if (go && !this.clientGone) this.continueFrom(i + 1);
+        },
+        // Nothing in a step is expected to throw; if one does, the request ends rather than the process.
+        () => (this.res ?? this.socket)?.destroy(),
+      );
       return;
-    }
-    this.afterAuthentication();
-  }
-
-  afterSession(session: VerifiedSession | undefined): undefined {
-    if (this.clientGone) return;
-    if (session === undefined || this.compiled!.state.revokedSessions.has(session.sessionId)) {
-      return this.answer(answers.sessionInvalid, ["www-authenticate", 'Bearer error="invalid_token"']);
-    }
-    this.identityId = session.identityId;
-    this.afterAuthentication();
-  }
-
-  afterAuthentication(): undefined {
-    const route = this.route!;
-    const limits = route.rateLimits;
-    if (limits.length > 0) {
-      const now = this.now === 0 ? this.deps.clock() : this.now;
-      const client =
-        this.consumerId !== undefined ? `c:${this.consumerId}` : this.identityId !== undefined ? `i:${this.identityId}` : `a:${this.peer}`;
-      // The headers report the tightest limit; a refusal by one limit gives back what the others counted.
-      let limit = 0;
-      let remaining = Number.POSITIVE_INFINITY;
-      let reset = 0;
-      for (let i = 0; i < limits.length; i++) {
-        const rate = limits[i]!;
-        rate.limiter.take(client, now, rate.requests, decision);
-        if (!decision.allowed) {
-          for (let j = 0; j < i; j++) limits[j]!.limiter.refund(client, now);
-          this.metrics!.rateLimited++;
-          this.extra ??= [];
-          this.extra.push(
-            "ratelimit-limit",
-            String(decision.limit),
-            "ratelimit-remaining",
-            "0",
-            "ratelimit-reset",
-            String(decision.resetSeconds),
-          );
-          return this.answer(rateLimitedAnswer(route.name, decision.retryAfterSeconds), [
-            "retry-after",
-            String(decision.retryAfterSeconds),
-          ]);
-        }
-        if (decision.remaining < remaining) {
-          remaining = decision.remaining;
-          limit = decision.limit;
-          reset = decision.resetSeconds;
-        }
-      }
-      this.extra ??= [];
-      this.extra.push("ratelimit-limit", String(limit), "ratelimit-remaining", String(remaining), "ratelimit-reset", String(reset));
     }
     this.forward();
   }

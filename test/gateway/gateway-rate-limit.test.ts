@@ -1,5 +1,5 @@
 import type { Consumer } from "../../src/gateway/gateway-state.js";
-import { createRateLimiter, type RateDecision } from "../../src/gateway/rate-limiter.js";
+import { createRateLimiter, type RateDecision } from "../../src/gateway/rate-limit/local-limiter.js";
 import {
   newConsumerKey,
   reasonOf,
