@@ -21,7 +21,10 @@ export interface SignInLinkStore {
   spendLink(hash: string, at: Date): Promise<string | null>;
   /** Deletes links that expired before `before` (spent or not). */
   purgeLinks(before: Date): Promise<void>;
-  /** Marks every unused link of an account used at `at`: they sign no one in any more. */
+  /**
+   * Marks every unused, unexpired link of an account used at `at`: they sign
+   * no one in any more (expired ones could not anyway, and purgeLinks deletes them).
+   */
   voidLinksOf(accountId: string, at: Date): Promise<void>;
 }
 
@@ -46,7 +49,7 @@ export function createSignInLinkStore(db: Db | Tx): SignInLinkStore {
       await db.operatorSignInLink.deleteMany({ where: { expiresAt: { lt: before } } });
     },
     async voidLinksOf(accountId, at) {
-      await db.operatorSignInLink.updateMany({ where: { accountId, usedAt: null }, data: { usedAt: at } });
+      await db.operatorSignInLink.updateMany({ where: { accountId, usedAt: null, expiresAt: { gt: at } }, data: { usedAt: at } });
     },
   };
 }

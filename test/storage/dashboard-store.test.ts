@@ -128,16 +128,18 @@ describeStorage("dashboard store", (target) => {
       expect(await links().spendLink(await link(accountId), at(900))).toBeNull();
     });
 
-    test("voiding spends every unused link of the account and no other account's", async () => {
+    test("voiding spends every unused, unexpired link of the account and no other account's", async () => {
       const accountId = await target.account();
       const other = await target.account();
       const used = await link(accountId);
       await links().spendLink(used, at(1));
       const unused = await link(accountId);
+      const expired = await link(accountId, at(3));
       const theirs = await link(other);
       await links().voidLinksOf(accountId, at(5));
       expect((await links().findLink(used))?.usedAt).toEqual(at(1));
       expect((await links().findLink(unused))?.usedAt).toEqual(at(5));
+      expect((await links().findLink(expired))?.usedAt).toBeNull();
       expect(await links().spendLink(unused, at(6))).toBeNull();
       expect((await links().findLink(theirs))?.usedAt).toBeNull();
     });

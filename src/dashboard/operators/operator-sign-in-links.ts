@@ -102,15 +102,20 @@ export function createOperatorSignInLinks(deps: OperatorSignInLinksDeps) {
       const hash = hashToken(token);
       await sessions.purgeExpired();
       return deps.transaction(async (stores) => {
+        const link = await stores.links.findLink(hash);
+        if (!link) throw unusable("sign_in_link_not_found");
+        // The account's lock before the link's: every change of an account's
+        // credentials takes it first, and a recovery voids the account's other
+        // links, so two recoveries of one account at once run one after the
+        // other instead of each holding a link the other wants (a deadlock on
+        // PostgreSQL).
+        await stores.dashboard.lockAccount(link.accountId);
         const now = deps.clock();
         const accountId = await stores.links.spendLink(hash, now);
         if (accountId === null) {
           const found = await stores.links.findLink(hash);
-          if (!found) throw unusable("sign_in_link_not_found");
-          throw unusable(found.usedAt !== null ? "sign_in_link_used" : "sign_in_link_expired");
+          throw unusable(found && found.usedAt !== null ? "sign_in_link_used" : "sign_in_link_expired");
         }
-        // The account's lock first, as every change of its credentials takes it.
-        await stores.dashboard.lockAccount(accountId);
         const account = await stores.dashboard.findAccount(accountId);
         if (account?.kind !== "person" || account.disabledAt !== null) {
           throw new DomainError("failed_precondition", "account_not_usable", "this sign-in link's account is disabled");
