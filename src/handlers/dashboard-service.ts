@@ -33,6 +33,7 @@ import { updateIdentitySettings } from "../domain/identity/update-identity-setti
 import { checkEnvironment } from "../domain/secrets/secret-rules.js";
 import type { Tenancy } from "../domain/tenancy/tenancy.js";
 import { principalKey } from "../interceptors/auth.js";
+import { clientAddressKey } from "../server/call.js";
 import { createDashboardStore, type InvitationRecord, type MemberRecord, type OperatorPasskeyRecord } from "../storage/dashboard-store.js";
 import type { ConsumerKeyRecord, GatewayKeyRecord } from "../storage/gateway-store.js";
 import { createIdentityStore, type IdentitySettingsPatch, type IdentitySettingsRecord } from "../storage/identity-store.js";
@@ -290,7 +291,12 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
     async getOperatorSession(_req, ctx) {
       const found = await dashboard.sessions.describe(operatorOf(ctx));
       return {
-        operator: { accountId: found.account.id, email: found.account.email, displayName: found.account.displayName },
+        operator: {
+          accountId: found.account.id,
+          email: found.account.email,
+          displayName: found.account.displayName,
+          hasPassword: found.account.passwordHash !== null,
+        },
         organizations: found.organizations.map((o) => ({ organizationId: o.organizationId, name: o.name, role: roleEnum(o.role) })),
         idleExpiresAt: ts(found.idleExpiresAt),
         expiresAt: ts(found.expiresAt),
@@ -310,7 +316,7 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
     },
 
     async finishAddOperatorPasskey(req, ctx) {
-      const added = await dashboard.passkeys.finishAdd(operatorOf(ctx).accountId, {
+      const added = await dashboard.passkeys.finishAdd(operatorOf(ctx), {
         ceremonyId: req.ceremonyId,
         credential: req.credential,
         name: req.name,
@@ -320,6 +326,15 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
 
     async removeOperatorPasskey(req, ctx) {
       await dashboard.passkeys.remove(operatorOf(ctx).accountId, req.passkeyId);
+      return {};
+    },
+
+    async setOperatorPassword(req, ctx) {
+      await dashboard.sessions.setPassword(operatorOf(ctx), {
+        currentPassword: req.currentPassword,
+        newPassword: req.newPassword,
+        clientAddress: ctx.values.get(clientAddressKey),
+      });
       return {};
     },
 
@@ -626,7 +641,12 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
     },
 
     async acceptInvitation(req, ctx) {
-      const joined = await dashboard.invitations.accept(operatorOf(ctx).accountId, { token: req.token });
+      const joined = await dashboard.invitations.accept(operatorOf(ctx), {
+        token: req.token,
+        currentPassword: req.currentPassword,
+        newPassword: req.newPassword,
+        clientAddress: ctx.values.get(clientAddressKey),
+      });
       await deps.credentialsChanged();
       return { organization: { organizationId: joined.organizationId, name: joined.name, role: roleEnum(joined.role) } };
     },

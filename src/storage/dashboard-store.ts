@@ -35,7 +35,7 @@ export interface MemberRecord {
   email: string;
   displayName: string;
   role: Role;
-  /** The account has no password yet: its setup link is unused. */
+  /** The account has no password: an owner's setup link is unused, or a recovery sign-in removed it and none is set yet. */
   pending: boolean;
   createdAt: Date;
 }
@@ -142,7 +142,8 @@ export interface DashboardStore {
   findAccountByEmail(email: string): Promise<OperatorAccountRecord | null>;
   /** Sets a person's e-mail, name and password hash; already_exists (email_taken) when another account has the e-mail. */
   setUpAccount(accountId: string, change: { email: string; displayName: string; passwordHash: string }): Promise<void>;
-  setPasswordHash(accountId: string, passwordHash: string): Promise<void>;
+  /** Sets (or, with null, removes) an account's password hash. */
+  setPasswordHash(accountId: string, passwordHash: string | null): Promise<void>;
   disableAccount(accountId: string, at: Date): Promise<void>;
   /** Creates a person's account, set up; already_exists (email_taken) when an account has the e-mail. */
   createPersonAccount(account: { id: string; email: string; displayName: string; passwordHash: string }): Promise<void>;
@@ -172,7 +173,8 @@ export interface DashboardStore {
   findSession(id: string): Promise<OperatorSessionRecord | null>;
   touchSession(id: string, at: Date): Promise<void>;
   revokeSession(id: string, at: Date): Promise<void>;
-  revokeSessionsOf(accountId: string, at: Date): Promise<void>;
+  /** Revokes every live session of an account, but `except` (a session id) when given. */
+  revokeSessionsOf(accountId: string, at: Date, except?: string): Promise<void>;
   /**
    * Deletes the sessions that have ended by `at` (absolute expiry passed, or
    * idle since before `idleBefore`) and the passkey challenges that have
@@ -192,6 +194,8 @@ export interface DashboardStore {
   recordOperatorPasskeyUse(id: string, use: { counter: number; backedUp: boolean; deviceType: string; at: Date }): Promise<boolean>;
   removeOperatorPasskey(accountId: string, id: string): Promise<boolean>;
   removeOperatorPasskeysOf(accountId: string): Promise<void>;
+  /** Deletes the account's add-passkey ceremonies, answered or not (its sign-in ones name no session). */
+  removeAddPasskeyChallengesOf(accountId: string): Promise<void>;
 
   createChallenge(challenge: Omit<OperatorChallengeRecord, "usedAt">): Promise<void>;
   findChallenge(id: string): Promise<OperatorChallengeRecord | null>;
@@ -446,8 +450,11 @@ export function createDashboardStore(db: Db | Tx, provider?: Database["provider"
     async revokeSession(id, at) {
       await db.dashboardSession.updateMany({ where: { id, revokedAt: null }, data: { revokedAt: at } });
     },
-    async revokeSessionsOf(accountId, at) {
-      await db.dashboardSession.updateMany({ where: { accountId, revokedAt: null }, data: { revokedAt: at } });
+    async revokeSessionsOf(accountId, at, except) {
+      await db.dashboardSession.updateMany({
+        where: { accountId, revokedAt: null, ...(except === undefined ? {} : { id: { not: except } }) },
+        data: { revokedAt: at },
+      });
     },
     async purgeExpired(at, idleBefore) {
       const sessions = await db.dashboardSession.deleteMany({
@@ -487,6 +494,9 @@ export function createDashboardStore(db: Db | Tx, provider?: Database["provider"
     },
     async removeOperatorPasskeysOf(accountId) {
       await db.operatorPasskey.deleteMany({ where: { accountId } });
+    },
+    async removeAddPasskeyChallengesOf(accountId) {
+      await db.operatorPasskeyChallenge.deleteMany({ where: { accountId, kind: "add_passkey" } });
     },
 
     async createChallenge(challenge) {

@@ -21,6 +21,11 @@ export interface SignInLinkStore {
   spendLink(hash: string, at: Date): Promise<string | null>;
   /** Deletes links that expired before `before` (spent or not). */
   purgeLinks(before: Date): Promise<void>;
+  /**
+   * Marks every unused, unexpired link of an account used at `at`: they sign
+   * no one in any more (expired ones could not anyway, and purgeLinks deletes them).
+   */
+  voidLinksOf(accountId: string, at: Date): Promise<void>;
 }
 
 const linkSelect = { id: true, accountId: true, createdAt: true, expiresAt: true, usedAt: true } as const;
@@ -42,6 +47,9 @@ export function createSignInLinkStore(db: Db | Tx): SignInLinkStore {
     },
     async purgeLinks(before) {
       await db.operatorSignInLink.deleteMany({ where: { expiresAt: { lt: before } } });
+    },
+    async voidLinksOf(accountId, at) {
+      await db.operatorSignInLink.updateMany({ where: { accountId, usedAt: null, expiresAt: { gt: at } }, data: { usedAt: at } });
     },
   };
 }

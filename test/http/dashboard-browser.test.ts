@@ -5,10 +5,13 @@ import { hashToken } from "../../src/crypto/tokens.js";
 import { addVirtualAuthenticator, launchBrowser, type TestBrowser } from "../support/browser.js";
 import { applyOk, exportOk } from "../support/config-documents.js";
 import { screenshot, unlabelledControls } from "../support/dashboard-screenshots.js";
+import { issueOperatorSignInLink } from "../../src/dashboard/operators/operator-sign-in-links.js";
 import {
+  addMember,
   buildDashboardUi,
   cookieOf,
   dashboardAuthRpc,
+  dashboardRpc,
   invite,
   ownerPassword,
   tokenOf,
@@ -511,6 +514,9 @@ describe("the dashboard in a real browser", () => {
     const inviteePage = await invitee.newPage();
     await inviteePage.goto(invited.url);
     await inviteePage.getByLabel("Your password").fill("a fine new passphrase");
+    // Joining replaces the account's password (docs/dashboard.md, "Invitations").
+    await inviteePage.getByLabel("Choose a new password").fill("a finer newer passphrase");
+    await inviteePage.getByLabel("Repeat the new password").fill("a finer newer passphrase");
     await expectAccessibleOn(inviteePage);
     await inviteePage.getByRole("button", { name: "Sign in and join" }).click();
     await inviteePage.waitForURL("**/dashboard/api-keys");
@@ -595,5 +601,34 @@ describe("the dashboard in a real browser", () => {
     expect(failures).toEqual([]);
     await screenshot(returning, "17-session-ended");
     await away.close();
+  });
+
+  test("after a recovery sign-in the dashboard asks for a password until one is set, with no current one", async () => {
+    const owner = cookieOf(await dashboardAuthRpc(server, "SignIn", { email: "owner@example.com", password: ownerPassword }));
+    const member = await addMember(server, owner, { email: "recovering@example.com", password: "the forgotten passphrase" });
+    const link = await issueOperatorSignInLink(server.app, { email: "recovering@example.com" });
+    const recovering = await browser.newContext();
+    const person = await recovering.newPage();
+    await person.goto(link.url);
+    await person.waitForURL("**/dashboard/api-keys");
+    // The recovery ended the session the account had and removed its password.
+    expect((await dashboardRpc(server, "GetOperatorSession", {}, { cookie: member.cookie })).status).toBe(401);
+    const notice = person.getByTestId("no-password-notice");
+    await notice.waitFor();
+    await screenshot(person, "18-no-password");
+    await notice.getByRole("link", { name: "choose one" }).click();
+    await person.getByRole("heading", { name: "Password", level: 2 }).waitFor();
+    expect(await person.getByLabel("Current password").count()).toBe(0);
+    await person.getByLabel("New password", { exact: true }).fill("the remembered passphrase");
+    await person.getByLabel("Repeat the new password").fill("the remembered passphrase");
+    await expectAccessibleOn(person);
+    await person.getByRole("button", { name: "Set password" }).click();
+    await person.getByText("Your password is set.").waitFor();
+    await person.getByRole("navigation", { name: "Dashboard sections" }).getByRole("link", { name: "API keys", exact: true }).click();
+    await person.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+    expect(await person.getByTestId("no-password-notice").count()).toBe(0);
+    const signIn = await dashboardAuthRpc(server, "SignIn", { email: "recovering@example.com", password: "the remembered passphrase" });
+    expect(signIn.status).toBe(200);
+    await recovering.close();
   });
 });

@@ -180,8 +180,11 @@ describe("the reported takeover of an invited account across organisations", () 
     const secretStillWorks = await callIdentity(server, "GenerateMagicLink", { identifier: "probe@a.test" }, server.credentials.secret_key);
     expect(secretStillWorks.status).toBe(200);
     // B's token is spent; A's invitation needs A's token, which only A's admins were shown.
-    expect(reasonOf((await rpc(server, mallory, "AcceptInvitation", { token: tokenB })).body)).toBe("invitation_not_found");
-    expect(reasonOf((await rpc(server, mallory, "AcceptInvitation", { token: unknownToken() })).body)).toBe("invitation_not_found");
+    const passwords = { currentPassword: "mallory's takeover passphrase", newPassword: "mallory's next passphrase" };
+    expect(reasonOf((await rpc(server, mallory, "AcceptInvitation", { token: tokenB, ...passwords })).body)).toBe("invitation_not_found");
+    expect(reasonOf((await rpc(server, mallory, "AcceptInvitation", { token: unknownToken(), ...passwords })).body)).toBe(
+      "invitation_not_found",
+    );
     const aInvitations = await rpc<{ invitations: InvitationJson[] }>(server, ownerA, "ListInvitations", { organizationId: orgA });
     expect(aInvitations.body.invitations.map((i) => [i.email, i.role])).toEqual([[victim, "ROLE_ADMIN"]]);
     expect(JSON.stringify(aInvitations.body)).not.toContain(tokenA);
@@ -213,7 +216,11 @@ describe("the reported takeover of an invited account across organisations", () 
     // Invited is not joined: Dana is in B only once she accepts, signed in as herself, with B's token.
     const before = await rpc<{ organizations: { organizationId: string }[] }>(server, dana.cookie, "GetOperatorSession", {});
     expect(before.body.organizations.map((o) => o.organizationId)).toEqual([orgA]);
-    const accepted = await rpc(server, dana.cookie, "AcceptInvitation", { token: tokenB });
+    const accepted = await rpc(server, dana.cookie, "AcceptInvitation", {
+      token: tokenB,
+      currentPassword: "dana's own passphrase",
+      newPassword: "dana's new passphrase",
+    });
     expect(accepted.status).toBe(200);
     const joined = await rpc<{ organizations: { organizationId: string }[] }>(server, dana.cookie, "GetOperatorSession", {});
     expect(joined.body.organizations.map((o) => o.organizationId).sort()).toEqual([orgA, b.organizationId].sort());
@@ -345,7 +352,13 @@ describe("an invitation's token works once, and only for its address", () => {
     const member = await addMember(server, owner, { email: "joiner@example.com", password: "a joining passphrase" });
     const invited = await invite(server, other.cookie, { organizationId: other.organizationId, email: "joiner@example.com" });
     const attempts = await Promise.all(
-      Array.from({ length: 6 }, () => rpc(server, member.cookie, "AcceptInvitation", { token: invited.token })),
+      Array.from({ length: 6 }, () =>
+        rpc(server, member.cookie, "AcceptInvitation", {
+          token: invited.token,
+          currentPassword: "a joining passphrase",
+          newPassword: "a joined passphrase",
+        }),
+      ),
     );
     expect(attempts.map((a) => a.status).sort()).toEqual([200, 404, 404, 404, 404, 404]);
     for (const refused of attempts.filter((a) => a.status !== 200)) expect(reasonOf(refused.body)).toBe("invitation_not_found");
@@ -365,7 +378,12 @@ describe("an invitation's token works once, and only for its address", () => {
     const doors = {
       inspect: (token: string) => auth(server, "InspectInvitation", { token }),
       createAccount: (token: string) => createAccount(token),
-      accept: (token: string) => rpc(server, signedIn.cookie, "AcceptInvitation", { token }),
+      accept: (token: string) =>
+        rpc(server, signedIn.cookie, "AcceptInvitation", {
+          token,
+          currentPassword: "a bystander passphrase",
+          newPassword: "a bystander's new passphrase",
+        }),
     };
     for (const [door, open] of Object.entries(doors)) {
       const baseline = await open(unknownToken());

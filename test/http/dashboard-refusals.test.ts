@@ -30,6 +30,7 @@ describe("every DashboardService RPC refuses what is not a signed-in dashboard p
     "BeginAddOperatorPasskey",
     "FinishAddOperatorPasskey",
     "RemoveOperatorPasskey",
+    "SetOperatorPassword",
   ]);
   const bodyOf = (method: string) => (accountLevel.has(method) ? {} : { organizationId: server.credentials.organization_id });
 
@@ -68,6 +69,7 @@ describe("every DashboardService RPC refuses what is not a signed-in dashboard p
         "BeginAddOperatorPasskey",
         "FinishAddOperatorPasskey",
         "RemoveOperatorPasskey",
+        "SetOperatorPassword",
       ]),
     );
   });

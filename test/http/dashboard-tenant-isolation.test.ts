@@ -382,9 +382,10 @@ describe("every DashboardService operation that takes an id acts only on the cal
   });
 
   test("AcceptInvitation: B's token for another address answers as an unknown token and stays usable", async () => {
-    const foreign = await call(adminA, "AcceptInvitation", { token: b.invitation.token });
+    const passwords = { currentPassword: ownerPassword, newPassword: "a joining passphrase" };
+    const foreign = await call(adminA, "AcceptInvitation", { token: b.invitation.token, ...passwords });
     expect(foreign.status).toBe(404);
-    expectAlike(foreign, await call(adminA, "AcceptInvitation", { token: "U".repeat(43) }));
+    expectAlike(foreign, await call(adminA, "AcceptInvitation", { token: "U".repeat(43), ...passwords }));
     const session = await call(adminA, "GetOperatorSession", {});
     expect((session.body.organizations as { organizationId: string }[]).map((o) => o.organizationId)).toEqual([orgA]);
     expect((await dashboardAuthRpc(server, "InspectInvitation", { token: b.invitation.token })).status).toBe(200);

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { createDashboardStore, type OperatorPasskeyRecord } from "../../src/storage/dashboard-store.js";
 import { createIdentityStore } from "../../src/storage/identity-store.js";
 import { createSecretsStore } from "../../src/storage/secrets-store.js";
+import { createSignInLinkStore } from "../../src/storage/sign-in-link-store.js";
 import { createTenancyStore } from "../../src/storage/tenancy-store.js";
 import { at, describeStorage, domainErrorOf } from "./storage-target.js";
 
@@ -68,6 +69,14 @@ describeStorage("dashboard store", (target) => {
       expect(await store().countOperatorPasskeys(id)).toBe(0);
     });
 
+    test("a password is set and removed", async () => {
+      const id = await target.account();
+      await store().setPasswordHash(id, "h");
+      expect((await store().findAccount(id))?.passwordHash).toBe("h");
+      await store().setPasswordHash(id, null);
+      expect((await store().findAccount(id))?.passwordHash).toBeNull();
+    });
+
     test("an account that is not disabled is not reopened", async () => {
       const id = await target.account();
       expect(await store().reopenAccount(id, { displayName: "x", passwordHash: "h" })).toBe(false);
@@ -99,6 +108,40 @@ describeStorage("dashboard store", (target) => {
       await store().voidSetupTokensOf(id, at(5));
       for (const hash of mine) expect((await store().findSetupToken(hash))?.usedAt).toEqual(at(5));
       expect((await store().findSetupToken(theirs))?.usedAt).toBeNull();
+    });
+  });
+
+  describe("sign-in links", () => {
+    const links = () => createSignInLinkStore(target.db.client);
+    async function link(accountId: string, expiresAt = at(900)) {
+      const hash = `link-${randomUUID()}`;
+      await links().createLink({ id: randomUUID(), accountId, hash, createdAt: at(0), expiresAt });
+      return hash;
+    }
+
+    test("a link is spent once, for its account, and not once expired", async () => {
+      const accountId = await target.account();
+      const hash = await link(accountId);
+      const spent = await Promise.all(Array.from({ length: 4 }, () => links().spendLink(hash, at(1))));
+      expect(spent.filter((a) => a !== null)).toEqual([accountId]);
+      expect(await links().findLink(hash)).toMatchObject({ accountId, usedAt: at(1) });
+      expect(await links().spendLink(await link(accountId), at(900))).toBeNull();
+    });
+
+    test("voiding spends every unused, unexpired link of the account and no other account's", async () => {
+      const accountId = await target.account();
+      const other = await target.account();
+      const used = await link(accountId);
+      await links().spendLink(used, at(1));
+      const unused = await link(accountId);
+      const expired = await link(accountId, at(3));
+      const theirs = await link(other);
+      await links().voidLinksOf(accountId, at(5));
+      expect((await links().findLink(used))?.usedAt).toEqual(at(1));
+      expect((await links().findLink(unused))?.usedAt).toEqual(at(5));
+      expect((await links().findLink(expired))?.usedAt).toBeNull();
+      expect(await links().spendLink(unused, at(6))).toBeNull();
+      expect((await links().findLink(theirs))?.usedAt).toBeNull();
     });
   });
 
@@ -137,6 +180,18 @@ describeStorage("dashboard store", (target) => {
       await store().revokeSessionsOf(accountId, at(5));
       expect((await store().findSession(mine.id))?.revokedAt).toEqual(at(5));
       expect((await store().findSession(theirs.id))?.revokedAt).toBeNull();
+    });
+
+    test("revoking an account's sessions but one keeps that one, and revoked ones keep their time", async () => {
+      const accountId = await target.account();
+      const kept = await session(accountId);
+      const other = await session(accountId);
+      const earlier = await session(accountId);
+      await store().revokeSession(earlier.id, at(1));
+      await store().revokeSessionsOf(accountId, at(5), kept.id);
+      expect((await store().findSession(kept.id))?.revokedAt).toBeNull();
+      expect((await store().findSession(other.id))?.revokedAt).toEqual(at(5));
+      expect((await store().findSession(earlier.id))?.revokedAt).toEqual(at(1));
     });
 
     test("purging deletes ended sessions and expired challenges, and counts them", async () => {
@@ -197,6 +252,31 @@ describeStorage("dashboard store", (target) => {
       await store().removeOperatorPasskeysOf(accountId);
       expect(await store().countOperatorPasskeys(accountId)).toBe(0);
       expect(await store().countOperatorPasskeys(other)).toBe(1);
+    });
+
+    test("an account's add-passkey ceremonies are removed; its sign-in ones and other accounts' stay", async () => {
+      const accountId = await target.account();
+      const other = await target.account();
+      const challenge = async (kind: "add_passkey" | "sign_in", owner: string) => {
+        const id = randomUUID();
+        await store().createChallenge({
+          id,
+          kind,
+          challenge: "c",
+          accountId: owner,
+          emailGiven: false,
+          createdAt: at(0),
+          expiresAt: at(300),
+        });
+        return id;
+      };
+      const mine = await challenge("add_passkey", accountId);
+      const mySignIn = await challenge("sign_in", accountId);
+      const theirs = await challenge("add_passkey", other);
+      await store().removeAddPasskeyChallengesOf(accountId);
+      expect(await store().findChallenge(mine)).toBeNull();
+      expect(await store().findChallenge(mySignIn)).not.toBeNull();
+      expect(await store().findChallenge(theirs)).not.toBeNull();
     });
 
     test("a use is recorded only with a counter above the stored one, unless both are 0", async () => {

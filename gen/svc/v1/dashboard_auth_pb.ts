@@ -1079,10 +1079,15 @@ export const DashboardAuthService: GenService<{
   },
   /**
    * SignInWithLink spends a one-time sign-in link that an operator command
-   * issued (`gatehouse operators sign-in-link`), for an operator locked out of
-   * password sign-in: a session cookie. A link works once and expires, as
-   * magic links do: an unknown link is not_found (sign_in_link_not_found), a
-   * spent or expired one failed_precondition (sign_in_link_used, sign_in_link_expired).
+   * issued (`gatehouse operators sign-in-link`), the recovery of an operator
+   * locked out of password sign-in or of an account someone else made for
+   * their address: a session cookie. The recovery ends every other session of
+   * the account, removes its password and passkeys and voids its other unused
+   * sign-in links, in one transaction with the new session, so that the person
+   * signing in sets their own (DashboardService.SetOperatorPassword). A link
+   * works once and expires, as magic links do: an unknown link is not_found
+   * (sign_in_link_not_found), a spent or expired one failed_precondition
+   * (sign_in_link_used, sign_in_link_expired).
    *
    * @generated from rpc svc.v1.DashboardAuthService.SignInWithLink
    */
@@ -1146,7 +1151,9 @@ export const DashboardAuthService: GenService<{
    * CreateInvitedAccount accepts an invitation by creating the account of
    * its address (name and password) and signs it in (session cookie). An
    * address that has an account already: already_exists (account_exists);
-   * its owner signs in and calls DashboardService.AcceptInvitation instead.
+   * its owner signs in and calls DashboardService.AcceptInvitation instead
+   * (which replaces the account's credentials), or, without its password,
+   * recovers it with a sign-in link (`gatehouse operators sign-in-link`).
    * Spending the link, creating the account and the membership are one
    * transaction: of concurrent uses of one link exactly one succeeds.
    *

@@ -2,12 +2,18 @@ import { InvalidArgumentError } from "commander";
 import { type CommandGroup, examples, helpGroups } from "../program.js";
 import { withApp } from "../with-app.js";
 
-/** `gatehouse operators sign-in-link`: a one-time dashboard sign-in link for an operator locked out of password sign-in. */
+/**
+ * `gatehouse operators sign-in-link`: the recovery of an operator account, a
+ * one-time dashboard sign-in link that ends every other session of the account
+ * and removes its password and passkeys (docs/dashboard.md, "One-time sign-in links").
+ */
 export const registerOperators: CommandGroup = (program, cli) => {
   const operators = program.command("operators").helpGroup(helpGroups.operator).description("help dashboard operators sign in");
   const link = operators
     .command("sign-in-link")
-    .description("issue a one-time dashboard sign-in link for an operator (for one locked out of password sign-in); shown once")
+    .description(
+      "recover an operator account: a one-time dashboard sign-in link that ends its other sessions and removes its password and passkeys; shown once",
+    )
     .requiredOption("--email <address>", "the operator's e-mail address")
     .option("--ttl <seconds>", "how long the link works (60 to 86400; default 900)", (raw: string) => {
       const value = Number(raw);
@@ -16,8 +22,10 @@ export const registerOperators: CommandGroup = (program, cli) => {
     })
     .addHelpText(
       "after",
-      "\nThe link signs the operator in once, within its lifetime, whatever their password failures:\n" +
-        "give it to them over a channel you trust. Only its hash is stored.",
+      "\nThe link signs the operator in once, within its lifetime, whatever their password failures.\n" +
+        "Signing in with it ends every other session of the account, removes its password and\n" +
+        "passkeys and voids its other links: the person signing in then chooses their own password.\n" +
+        "Give it only to the person of the address, over a channel you trust. Only its hash is stored.",
     )
     .action(async (options: { email: string; ttl?: number }) => {
       const issued = await withApp(cli.out, "issuing the sign-in link", async (app) => {

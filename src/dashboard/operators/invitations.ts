@@ -6,16 +6,20 @@ import type { PasswordHasher } from "../../domain/identity/password-hasher.js";
 import { checkNewPassword } from "../../domain/identity/password-policy.js";
 import type { InvitationRecord } from "../../storage/dashboard-store.js";
 import type { Role } from "../../storage/tenancy-store.js";
+import { endAccountCredentials } from "./end-account-credentials.js";
 import type { MembersTransactionStores } from "./members.js";
-import type { OperatorSessions, StartedSession } from "./operator-sessions.js";
-import { readDisplayName, readEmail } from "./operator-sessions.js";
+import type { OperatorSessions, SignedIn, StartedSession } from "./operator-sessions.js";
+import { readCurrentPassword, readDisplayName, readEmail } from "./operator-sessions.js";
 import { keysetOf, type PageRequest } from "./paging.js";
 
 export interface InvitationsDeps {
   store: MembersTransactionStores["dashboard"];
   transaction<T>(fn: (stores: MembersTransactionStores) => Promise<T>): Promise<T>;
-  /** Starts the invitee's dashboard session inside the accepting transaction. */
-  sessions: Pick<OperatorSessions, "startVerified" | "purgeExpired">;
+  /**
+   * Starts the invitee's dashboard session inside the accepting transaction;
+   * checks the current password and the session of an operator who accepts.
+   */
+  sessions: Pick<OperatorSessions, "startVerified" | "purgeExpired" | "confirmPassword" | "lockSignedIn" | "hashingClientOf">;
   hasher: PasswordHasher;
   clock: Clock;
   random?: RandomSource;
@@ -71,7 +75,15 @@ const accountExists = (email: string) =>
   new DomainError(
     "already_exists",
     "account_exists",
-    `an account with the address ${email} already exists: sign in as ${email} on this page to accept the invitation`,
+    `an account with the address ${email} already exists: sign in as ${email} on this page to accept the invitation ` +
+      "(without its password, ask the platform's operator for a recovery sign-in link: gatehouse operators sign-in-link)",
+  );
+
+const memberExists = (organizationName: string) =>
+  new DomainError(
+    "already_exists",
+    "member_exists",
+    `you are already a member of ${organizationName}: the invitation stays until an admin revokes it`,
   );
 
 function readToken(raw: string, violations: Violation[]): string {
@@ -92,6 +104,14 @@ function readToken(raw: string, violations: Violation[]): string {
  * invitation's address: signed in as it (AcceptInvitation), or creating it on
  * the invitation page when no account has the address. Nothing one
  * organisation does to its invitations reaches another's.
+ *
+ * An invitation link is a credential for joining one organisation, never
+ * proof of owning the address: the account an earlier link made may be in the
+ * hands of whoever held that link (another organisation's admin included).
+ * So joining a further organisation replaces the account's credentials: the
+ * acceptance sets a new password and ends every other session and passkey of
+ * the account, and only the person who held this link keeps a way in
+ * (docs/security.md, "The dashboard and operator accounts").
  */
 export function createInvitations(deps: InvitationsDeps) {
   const random = deps.random ?? systemRandom;
@@ -249,8 +269,7 @@ export function createInvitations(deps: InvitationsDeps) {
           if (!reopenable || !(await dashboard.reopenAccount(existing.id, { displayName, passwordHash }))) {
             throw accountExists(invitation.email);
           }
-          await dashboard.revokeSessionsOf(existing.id, now);
-          await dashboard.voidSetupTokensOf(existing.id, now);
+          await endAccountCredentials(dashboard, existing.id, { at: now, keepSessionId: null });
           accountId = existing.id;
         }
         await tenancy.addMembership({ organizationId: invitation.organizationId, accountId, role: invitation.role });
@@ -262,28 +281,40 @@ export function createInvitations(deps: InvitationsDeps) {
     /**
      * AcceptInvitation: the signed-in account joins the inviting organisation
      * with the invitation's role, if it is the account of the invitation's
-     * address. The token is spent in the same transaction as the membership is made.
+     * address, and its credentials are replaced: `newPassword` becomes its
+     * password, every other session ends and its passkeys go, in the
+     * transaction that spends the token and makes the membership. With a
+     * password set, `currentPassword` must be it (a session alone never
+     * replaces a password).
      */
-    async accept(accountId: string, input: { token: string }): Promise<{ organizationId: string; name: string; role: Role }> {
+    async accept(
+      signedIn: SignedIn,
+      input: { token: string; currentPassword: string; newPassword: string; clientAddress?: string | undefined },
+    ): Promise<{ organizationId: string; name: string; role: Role }> {
       const violations: Violation[] = [];
       const token = readToken(input.token, violations);
+      const account = await deps.store.findAccount(signedIn.accountId);
+      if (account) readCurrentPassword(account, input.currentPassword, violations);
+      await checkNewPassword(input.newPassword, "new_password", violations);
       if (violations.length > 0) throw invalidArgument(violations);
+      // Tokens this account cannot accept answer before any password is hashed, all alike.
+      const invitation = await usable(deps.store, token);
+      if (!invitation || !account || account.disabledAt !== null || account.email !== invitation.email) throw invitationNotValid();
+      if (await deps.store.findMember(invitation.organizationId, account.id)) throw memberExists(invitation.organizationName);
+      const expected = await deps.sessions.confirmPassword(account, input.currentPassword, input.clientAddress);
+      const passwordHash = await deps.hasher.hash(input.newPassword, deps.sessions.hashingClientOf(input.clientAddress));
       return deps.transaction(async ({ dashboard, tenancy }) => {
-        const invitation = await usable(dashboard, token);
-        const account = await dashboard.findAccount(accountId);
-        if (!invitation || !account || account.disabledAt !== null || account.email !== invitation.email) throw invitationNotValid();
+        const now = deps.clock();
         // Spent first: a concurrent use of the token waits here for the first
         // to finish and then finds nothing, so it answers as any spent token.
-        if (!(await dashboard.spendInvitation(invitation.id, hashToken(token), deps.clock()))) throw invitationNotValid();
-        if (await dashboard.findMember(invitation.organizationId, accountId)) {
-          // Rolls the spend back: the invitation stays.
-          throw new DomainError(
-            "already_exists",
-            "member_exists",
-            `you are already a member of ${invitation.organizationName}: the invitation stays until an admin revokes it`,
-          );
-        }
-        await tenancy.addMembership({ organizationId: invitation.organizationId, accountId, role: invitation.role });
+        if (!(await dashboard.spendInvitation(invitation.id, hashToken(token), now))) throw invitationNotValid();
+        // Then the account's lock, as every change of its credentials takes it.
+        await deps.sessions.lockSignedIn(dashboard, signedIn, expected);
+        // Rolls the spend back: the invitation stays.
+        if (await dashboard.findMember(invitation.organizationId, account.id)) throw memberExists(invitation.organizationName);
+        await dashboard.setPasswordHash(account.id, passwordHash);
+        await endAccountCredentials(dashboard, account.id, { at: now, keepSessionId: signedIn.sessionId });
+        await tenancy.addMembership({ organizationId: invitation.organizationId, accountId: account.id, role: invitation.role });
         return { organizationId: invitation.organizationId, name: invitation.organizationName, role: invitation.role };
       });
     },

@@ -2,6 +2,7 @@ import type { Clock } from "../../domain/clock.js";
 import { DomainError, invalidArgument } from "../../domain/errors.js";
 import type { DashboardStore, MemberRecord } from "../../storage/dashboard-store.js";
 import type { Role, TenancyStore } from "../../storage/tenancy-store.js";
+import { endAccountCredentials } from "./end-account-credentials.js";
 import { keysetOf, type PageRequest } from "./paging.js";
 
 /** A store bound to one transaction: the dashboard's queries and the tenancy writes it reuses. */
@@ -73,9 +74,7 @@ export function createMembers(deps: MembersDeps) {
         if ((await dashboard.countMembershipsOf(accountId)) === 0) {
           const now = deps.clock();
           await dashboard.disableAccount(accountId, now);
-          await dashboard.revokeSessionsOf(accountId, now);
-          await dashboard.voidSetupTokensOf(accountId, now);
-          await dashboard.removeOperatorPasskeysOf(accountId);
+          await endAccountCredentials(dashboard, accountId, { at: now, keepSessionId: null });
         }
       });
     },

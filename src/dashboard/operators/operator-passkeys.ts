@@ -27,7 +27,7 @@ import type {
   OperatorChallengeRecord,
   OperatorPasskeyRecord,
 } from "../../storage/dashboard-store.js";
-import type { OperatorSessions, StartedSession } from "./operator-sessions.js";
+import type { OperatorSessions, SignedIn, StartedSession } from "./operator-sessions.js";
 
 /** The most passkeys one operator account may hold (as for an identity). */
 export const maxOperatorPasskeys = maxPasskeysPerIdentity;
@@ -59,7 +59,7 @@ export interface OperatorPasskeysDeps {
   store: DashboardStore;
   /** Runs fn with a store bound to one transaction. */
   transaction<T>(fn: (store: DashboardStore) => Promise<T>): Promise<T>;
-  sessions: Pick<OperatorSessions, "startVerified" | "purgeExpired">;
+  sessions: Pick<OperatorSessions, "startVerified" | "purgeExpired" | "lockSignedIn">;
   clock: Clock;
   random?: RandomSource;
   /** PUBLIC_URL: its host is the RP ID, its origin the only one accepted. */
@@ -175,8 +175,13 @@ export function createOperatorPasskeys(deps: OperatorPasskeysDeps) {
       return { ceremonyId, options };
     },
 
-    /** FinishAddOperatorPasskey: verifies the new passkey and stores it under the account that began the ceremony. */
-    async finishAdd(accountId: string, input: { ceremonyId: string; credential: unknown; name: string }): Promise<OperatorPasskeyRecord> {
+    /**
+     * FinishAddOperatorPasskey: verifies the new passkey and stores it under the
+     * account that began the ceremony, while the session asking is still live
+     * (a recovery or a joining may have ended it since the request was authenticated).
+     */
+    async finishAdd(signedIn: SignedIn, input: { ceremonyId: string; credential: unknown; name: string }): Promise<OperatorPasskeyRecord> {
+      const { accountId } = signedIn;
       const violations: Violation[] = [];
       const ceremonyId = readCeremonyId(input.ceremonyId, "ceremony_id", violations);
       const response = readRegistrationCredential(input.credential, "credential", violations);
@@ -204,8 +209,8 @@ export function createOperatorPasskeys(deps: OperatorPasskeysDeps) {
       };
       try {
         await deps.transaction(async (store) => {
-          // Serialises additions to one account, so the limit holds under concurrency.
-          if (!(await store.lockAccount(accountId))) throw refused("dashboard_session_missing", "sign in to the dashboard first");
+          // Serialises additions to one account (so the limit holds under concurrency) with every change of its credentials.
+          await deps.sessions.lockSignedIn(store, signedIn);
           if ((await store.countOperatorPasskeys(accountId)) >= maxOperatorPasskeys) throw limitReached();
           await store.createOperatorPasskey(record);
         });
@@ -264,7 +269,7 @@ export function createOperatorPasskeys(deps: OperatorPasskeysDeps) {
 
     /**
      * Finishes a passkey sign-in: the challenge of this browser's cookie, spent
-     * once; a registered passkey of an enabled, set-up account (of the e-mail
+     * once; a registered passkey of an enabled account (of the e-mail
      * address typed, if one was); then the assertion's challenge, origin, RP ID,
      * user verification, signature and counter. Starts a dashboard session.
      */
@@ -289,10 +294,9 @@ export function createOperatorPasskeys(deps: OperatorPasskeysDeps) {
       if (response.response.userHandle !== undefined && userIdOfUserHandle(response.response.userHandle) !== passkey.accountId) {
         throw notTheirs();
       }
+      const disabled = () => refused("account_disabled", "this passkey's dashboard account is disabled");
       const account = await deps.store.findAccount(passkey.accountId);
-      if (account?.kind !== "person" || account.disabledAt !== null || account.passwordHash === null) {
-        throw refused("account_disabled", "this passkey's dashboard account is disabled");
-      }
+      if (account?.kind !== "person" || account.disabledAt !== null) throw disabled();
       const verdict = await verifyPasskeyAssertion(
         response,
         { challenge: ceremony.challenge, origins: [rp.origin], rpId: rp.rpId },
@@ -302,6 +306,12 @@ export function createOperatorPasskeys(deps: OperatorPasskeysDeps) {
       const use = verdict.value;
       await deps.sessions.purgeExpired();
       return deps.transaction(async (store) => {
+        // The account's lock first, as every change of its credentials takes it:
+        // a recovery or a joining that removed this passkey meanwhile has
+        // deleted its row, and the conditional update below finds nothing.
+        await store.lockAccount(passkey.accountId);
+        const current = await store.findAccount(passkey.accountId);
+        if (current?.kind !== "person" || current.disabledAt !== null) throw disabled();
         // The counter rule again, as one conditional update: two assertions
         // racing with the same counter cannot both sign in.
         if (!(await store.recordOperatorPasskeyUse(passkey.id, { ...use, at: deps.clock() }))) {

@@ -14,6 +14,7 @@ import {
   defaultSignInLimits,
   type SignInLimits,
 } from "../../domain/identity/sign-in-limits.js";
+import { isOwnerPlaceholderEmail } from "../../domain/tenancy/tenancy.js";
 import type { Principal } from "../../interceptors/auth.js";
 import { clientBucketOf } from "../../server/client-address.js";
 import type { DashboardStore, OperatorAccountRecord, OperatorSessionRecord } from "../../storage/dashboard-store.js";
@@ -86,6 +87,8 @@ function unauthenticated(reason: string, message: string): DomainError {
 
 const signInAgain = () => unauthenticated("dashboard_session_missing", "sign in to the dashboard first (no live dashboard session)");
 
+const invalidCredentials = () => unauthenticated("invalid_credentials", "the e-mail address or the password is wrong");
+
 /**
  * Reads an e-mail address of a form: NFKC, trimmed, lower-cased (as
  * identifiers are), adding violations under `field`; control, format and
@@ -112,6 +115,23 @@ export function readDisplayName(raw: string, field: string, violations: Violatio
   else if ([...name].length > maxDisplayName) violations.push({ field, description: `must be at most ${maxDisplayName} characters` });
   else if (invisible) violations.push({ field, description: invisible });
   return name;
+}
+
+/**
+ * The current password a signed-in operator gives to change their
+ * credentials: required when the account has one (a session alone never
+ * replaces a password), not asked when it has none (after a recovery sign-in).
+ */
+export function readCurrentPassword(account: Pick<OperatorAccountRecord, "passwordHash">, raw: string, violations: Violation[]): void {
+  if (account.passwordHash !== null && raw.length === 0) {
+    violations.push({ field: "current_password", description: "is required: give your account's current password" });
+  }
+}
+
+/** A signed-in operator's account and session, as the dashboard principal names them. */
+export interface SignedIn {
+  accountId: string;
+  sessionId: string;
 }
 
 /** Whether a browser's session token (if any) names a live session: what the sign-in page greets with. */
@@ -219,11 +239,120 @@ export function createOperatorSessions(deps: OperatorSessionsDeps) {
     }
     const account = await deps.store.findAccount(found.accountId);
     // Setup links belong to organisation owners' placeholder accounts only (people join
-    // through invitations): a link never sets a new password on an account that has one.
-    if (account?.kind !== "person" || account.disabledAt !== null || account.passwordHash !== null) {
+    // through invitations): a link never sets a new password on an account that has one,
+    // nor on one whose password a recovery sign-in removed.
+    if (
+      account?.kind !== "person" ||
+      account.disabledAt !== null ||
+      account.passwordHash !== null ||
+      !isOwnerPlaceholderEmail(account.email)
+    ) {
       throw new DomainError("not_found", "setup_link_not_found", "this setup link's account no longer exists");
     }
     return { found, account };
+  }
+
+  function hashingClientOf(clientAddress: string | undefined): HashingClient {
+    return { organization: operatorFailureScope, client: clientBucketOf(clientAddress) };
+  }
+
+  /**
+   * Checks an e-mail address's password under the lockout rule
+   * (operatorLockout): an unknown address and a wrong password answer the
+   * same 401 after the same work (a dummy hash is verified), and count as
+   * failures of the address from this client. `known`: the account as the
+   * caller read it already (its hash is the one checked).
+   */
+  async function checkPassword(email: string, password: string, clientAddress: string | undefined, known?: OperatorAccountRecord) {
+    const bucket = clientBucketOf(clientAddress);
+    const hashingClient = hashingClientOf(clientAddress);
+    return oneAtATime(email, async () => {
+      const now = deps.clock();
+      const query = {
+        identifierHash: hashToken(email),
+        clientHash: hashToken(bucket),
+        since: new Date(now.getTime() - operatorLockout.windowSeconds * 1000 + 1),
+        threshold: operatorLockout.threshold,
+        identifierLimit: identifierFailureLimit(operatorLockout.threshold),
+      };
+      const failures = await deps.failures.recentLoginFailures(operatorFailureScope, query);
+      housekeeping(now.getTime());
+      const refusal = lockoutRefusal(operatorLockout, failures, now, "e-mail address");
+      if (refusal) throw refusal;
+      const account = known ?? (await deps.store.findAccountByEmail(email));
+      const found = account && account.kind === "person" && account.disabledAt === null ? account : null;
+      const check = await deps.hasher.verify(found?.passwordHash ?? null, password, hashingClient);
+      if (!check.ok || !found || found.passwordHash === null) {
+        await deps.failures.recordLoginFailure({
+          id: randomUUID(),
+          organizationId: operatorFailureScope,
+          identifierHash: query.identifierHash,
+          clientHash: query.clientHash,
+          createdAt: deps.clock(),
+        });
+        throw invalidCredentials();
+      }
+      return { account: { ...found, passwordHash: found.passwordHash }, needsRehash: check.needsRehash, hashingClient };
+    });
+  }
+
+  /**
+   * Checks the current password a signed-in operator gave (readCurrentPassword
+   * asked for it) as a sign-in checks one, lockout included, against the
+   * account as the caller read it; answers the hash it matched, or null when
+   * the account has none. A wrong one is invalid_argument (wrong_password):
+   * the session is fine, the input is not. Whether the hash is still the
+   * account's is lockSignedIn's to check, in the transaction that changes it.
+   */
+  async function confirmPassword(account: OperatorAccountRecord, password: string, clientAddress: string | undefined) {
+    if (account.passwordHash === null) return null;
+    try {
+      return (await checkPassword(account.email, password, clientAddress, account)).account.passwordHash;
+    } catch (error) {
+      if (error instanceof DomainError && error.reason === "invalid_credentials") {
+        throw invalidArgument([{ field: "current_password", description: "is not your account's password" }], "wrong_password");
+      }
+      throw error;
+    }
+  }
+
+  /**
+   * Takes the account's lock in a transaction and checks that it is still an
+   * enabled person's with the password hash a check before it matched
+   * (`expected`, null for none; undefined: any); else throws `refused()`. Every change of an
+   * account's credentials takes this lock first, so such changes and the
+   * sessions they start or end happen one after another.
+   */
+  async function lockUnchanged(
+    store: DashboardStore,
+    accountId: string,
+    expected: string | null | undefined,
+    refused: () => DomainError,
+  ): Promise<OperatorAccountRecord> {
+    await store.lockAccount(accountId);
+    const account = await store.findAccount(accountId);
+    if (account?.kind !== "person" || account.disabledAt !== null) throw refused();
+    if (expected !== undefined && account.passwordHash !== expected) throw refused();
+    return account;
+  }
+
+  /**
+   * lockUnchanged for a signed-in operator changing their credentials: the
+   * session that asked must also still be live (a recovery or another change
+   * may have ended it since the request was authenticated).
+   */
+  async function lockSignedIn(store: DashboardStore, signedIn: SignedIn, expected?: string | null): Promise<OperatorAccountRecord> {
+    const account = await lockUnchanged(
+      store,
+      signedIn.accountId,
+      expected,
+      () => new DomainError("aborted", "credentials_changed", "your account's credentials changed meanwhile: sign in again and retry"),
+    );
+    const session = await store.findSession(signedIn.sessionId);
+    if (!session || session.accountId !== signedIn.accountId || deadReason(session, deps.clock()) !== null) {
+      throw unauthenticated("dashboard_session_expired", "this dashboard session has ended: sign in again");
+    }
+    return account;
   }
 
   return {
@@ -308,40 +437,46 @@ export function createOperatorSessions(deps: OperatorSessionsDeps) {
       else if (invisible) violations.push({ field: "email", description: invisible });
       if (input.password.length === 0) violations.push({ field: "password", description: "is required" });
       if (violations.length > 0) throw invalidArgument(violations);
-      const bucket = clientBucketOf(input.clientAddress);
-      const hashingClient: HashingClient = { organization: operatorFailureScope, client: bucket };
-      const usable = await oneAtATime(email, async () => {
-        const now = deps.clock();
-        const query = {
-          identifierHash: hashToken(email),
-          clientHash: hashToken(bucket),
-          since: new Date(now.getTime() - operatorLockout.windowSeconds * 1000 + 1),
-          threshold: operatorLockout.threshold,
-          identifierLimit: identifierFailureLimit(operatorLockout.threshold),
-        };
-        const failures = await deps.failures.recentLoginFailures(operatorFailureScope, query);
-        housekeeping(now.getTime());
-        const refusal = lockoutRefusal(operatorLockout, failures, now, "e-mail address");
-        if (refusal) throw refusal;
-        const account = await deps.store.findAccountByEmail(email);
-        const found = account && account.kind === "person" && account.disabledAt === null ? account : null;
-        const check = await deps.hasher.verify(found?.passwordHash ?? null, input.password, hashingClient);
-        if (!check.ok || !found) {
-          await deps.failures.recordLoginFailure({
-            id: randomUUID(),
-            organizationId: operatorFailureScope,
-            identifierHash: query.identifierHash,
-            clientHash: query.clientHash,
-            createdAt: deps.clock(),
-          });
-          throw unauthenticated("invalid_credentials", "the e-mail address or the password is wrong");
-        }
-        return { account: found, needsRehash: check.needsRehash };
-      });
-      if (usable.needsRehash) await deps.store.setPasswordHash(usable.account.id, await deps.hasher.hash(input.password, hashingClient));
+      const checked = await checkPassword(email, input.password, input.clientAddress);
+      const rehashed = checked.needsRehash ? await deps.hasher.hash(input.password, checked.hashingClient) : null;
       await purgeExpired();
-      return startSession(deps.store, usable.account.id);
+      return deps.transaction(async (store) => {
+        // The password just verified must still be the account's: a recovery
+        // sign-in or a new password committed meanwhile would otherwise leave
+        // a session started with the old one alive.
+        await lockUnchanged(store, checked.account.id, checked.account.passwordHash, invalidCredentials);
+        if (rehashed) await store.setPasswordHash(checked.account.id, rehashed);
+        return startSession(store, checked.account.id);
+      });
     },
+
+    /**
+     * Sets a signed-in operator's own password and ends the account's other
+     * sessions (its passkeys stay). With a password already set,
+     * `currentPassword` must be it; after a recovery sign-in there is none.
+     */
+    async setPassword(
+      signedIn: SignedIn,
+      input: { currentPassword: string; newPassword: string; clientAddress?: string | undefined },
+    ): Promise<void> {
+      const account = await deps.store.findAccount(signedIn.accountId);
+      if (!account) throw signInAgain();
+      const violations: Violation[] = [];
+      readCurrentPassword(account, input.currentPassword, violations);
+      await checkNewPassword(input.newPassword, "new_password", violations);
+      if (violations.length > 0) throw invalidArgument(violations);
+      const expected = await confirmPassword(account, input.currentPassword, input.clientAddress);
+      const passwordHash = await deps.hasher.hash(input.newPassword, hashingClientOf(input.clientAddress));
+      await deps.transaction(async (store) => {
+        await lockSignedIn(store, signedIn, expected);
+        await store.setPasswordHash(signedIn.accountId, passwordHash);
+        await store.revokeSessionsOf(signedIn.accountId, deps.clock(), signedIn.sessionId);
+      });
+    },
+
+    confirmPassword,
+    lockSignedIn,
+    hashingClientOf,
 
     /** Ends the session of a cookie value (nothing to do when there is none). */
     async signOut(token: string | null): Promise<void> {

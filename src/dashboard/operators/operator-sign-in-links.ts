@@ -5,6 +5,7 @@ import { DomainError, invalidArgument, type Violation } from "../../domain/error
 import type { Database } from "../../storage/database.js";
 import { createDashboardStore, type DashboardStore } from "../../storage/dashboard-store.js";
 import { createSignInLinkStore, type SignInLinkStore } from "../../storage/sign-in-link-store.js";
+import { endAccountCredentials } from "./end-account-credentials.js";
 import { readEmail, type OperatorSessions, type StartedSession } from "./operator-sessions.js";
 
 /** How long a sign-in link works by default, and at most. */
@@ -39,17 +40,25 @@ function unusable(reason: "sign_in_link_not_found" | "sign_in_link_used" | "sign
 }
 
 /**
- * One-time dashboard sign-in links: the way back in for an operator whose
- * password sign-in is locked or throttled (or forgotten), issued by a
- * headless operator command acting on the data store (whoever can run it
- * holds the store already). A link signs its account in once, within its
- * lifetime (15 minutes by default), whatever the password failures; it is 32
- * random bytes, stored only as a hash.
+ * One-time dashboard sign-in links: the recovery of an operator account,
+ * issued by a headless operator command acting on the data store (whoever can
+ * run it holds the store already, and gives the link to the person of the
+ * address): for an operator whose password is locked, throttled or
+ * forgotten, and for a person who finds their address's account made by
+ * someone else. A link signs its account in once, within its lifetime (15
+ * minutes by default), whatever the password failures; it is 32 random bytes,
+ * stored only as a hash.
+ *
+ * A recovery is the one credential of an address that no organisation can
+ * hand out, so it wins over every other: signing in with it ends every other
+ * session of the account and removes its password and passkeys, and the
+ * person signing in sets their own (docs/security.md, "The dashboard and
+ * operator accounts").
  */
 export function createOperatorSignInLinks(deps: OperatorSignInLinksDeps) {
   const random = deps.random ?? systemRandom;
   return {
-    /** Issues a link for the account of an e-mail address (a person's, enabled and set up). */
+    /** Issues a link for the account of an e-mail address (a person's, enabled; with or without a password). */
     async issue(input: { email: string; ttlSeconds?: number }): Promise<IssuedSignInLink> {
       const violations: Violation[] = [];
       const email = readEmail(input.email, "email", violations);
@@ -62,11 +71,11 @@ export function createOperatorSignInLinks(deps: OperatorSignInLinksDeps) {
       if (account?.kind !== "person") {
         throw new DomainError("not_found", "account_not_found", "no operator account has this e-mail address");
       }
-      if (account.disabledAt !== null || account.passwordHash === null) {
+      if (account.disabledAt !== null) {
         throw new DomainError(
           "failed_precondition",
           "account_not_usable",
-          "this operator account is disabled or not set up yet: it needs a setup link (an invitation), not a sign-in link",
+          "this operator account is disabled (it belongs to no organisation): it needs an invitation, not a sign-in link",
         );
       }
       const now = deps.clock();
@@ -80,8 +89,11 @@ export function createOperatorSignInLinks(deps: OperatorSignInLinksDeps) {
     },
 
     /**
-     * Spends a link and starts a dashboard session for its account; of
-     * concurrent uses exactly one succeeds (one conditional update decides).
+     * Spends a link and starts a dashboard session for its account, the only
+     * credential it keeps: every other session ends, the password and the
+     * passkeys are removed and the account's other unused links are void, in
+     * the same transaction. Of concurrent uses exactly one succeeds (one
+     * conditional update decides).
      */
     async signIn(sessions: Pick<OperatorSessions, "startVerified" | "purgeExpired">, input: { token: string }): Promise<StartedSession> {
       const token = input.token.trim();
@@ -90,17 +102,27 @@ export function createOperatorSignInLinks(deps: OperatorSignInLinksDeps) {
       const hash = hashToken(token);
       await sessions.purgeExpired();
       return deps.transaction(async (stores) => {
+        const link = await stores.links.findLink(hash);
+        if (!link) throw unusable("sign_in_link_not_found");
+        // The account's lock before the link's: every change of an account's
+        // credentials takes it first, and a recovery voids the account's other
+        // links, so two recoveries of one account at once run one after the
+        // other instead of each holding a link the other wants (a deadlock on
+        // PostgreSQL).
+        await stores.dashboard.lockAccount(link.accountId);
         const now = deps.clock();
         const accountId = await stores.links.spendLink(hash, now);
         if (accountId === null) {
           const found = await stores.links.findLink(hash);
-          if (!found) throw unusable("sign_in_link_not_found");
-          throw unusable(found.usedAt !== null ? "sign_in_link_used" : "sign_in_link_expired");
+          throw unusable(found && found.usedAt !== null ? "sign_in_link_used" : "sign_in_link_expired");
         }
         const account = await stores.dashboard.findAccount(accountId);
         if (account?.kind !== "person" || account.disabledAt !== null) {
           throw new DomainError("failed_precondition", "account_not_usable", "this sign-in link's account is disabled");
         }
+        await stores.dashboard.setPasswordHash(accountId, null);
+        await endAccountCredentials(stores.dashboard, accountId, { at: now, keepSessionId: null });
+        await stores.links.voidLinksOf(accountId, now);
         return sessions.startVerified(stores.dashboard, accountId);
       });
     },

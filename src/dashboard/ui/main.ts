@@ -97,6 +97,17 @@ function shell(s: GetOperatorSessionResponse, organizationId: string, active: st
     void render();
   });
   const main = h("main", { id: "main", tabindex: "-1" });
+  // After a recovery sign-in the account has no password until its owner sets one.
+  const noPassword =
+    s.operator && !s.operator.hasPassword
+      ? h(
+          "p",
+          { class: "status status-info", role: "status", "data-testid": "no-password-notice" },
+          "Your account has no password yet: ",
+          h("a", { href: "/dashboard/passkeys", "data-link": true }, "choose one"),
+          " before this session ends.",
+        )
+      : null;
   const signOut = button("Sign out", async () => {
     await authApi.signOut({}).catch(() => undefined);
     session = null;
@@ -135,7 +146,7 @@ function shell(s: GetOperatorSessionResponse, organizationId: string, active: st
           ),
         ),
       ),
-      main,
+      noPassword ? h("div", { class: "content" }, noPassword, main) : main,
     ),
   );
   return layout;

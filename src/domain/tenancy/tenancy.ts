@@ -36,6 +36,16 @@ export interface InitialCredentials {
 }
 
 const setupLinkLifetimeMs = 7 * 24 * 3600 * 1000;
+
+/** The address of a new organisation's owner account until its setup link is used (`.invalid`, RFC 2606: never anyone's). */
+function ownerPlaceholderEmail(organizationId: string): string {
+  return `owner+${organizationId}@setup.invalid`;
+}
+
+/** Whether an address is an owner placeholder's, the only kind of account a setup link sets up. */
+export function isOwnerPlaceholderEmail(email: string): boolean {
+  return email.startsWith("owner+") && email.endsWith("@setup.invalid");
+}
 const roles: readonly Role[] = ["admin", "member"];
 
 export function isRole(value: string): value is Role {
@@ -63,7 +73,7 @@ export function createTenancy(deps: TenancyDeps) {
       });
     }
     const ownerId = randomUUID();
-    await store.createAccount({ id: ownerId, email: `owner+${organizationId}@setup.invalid`, displayName: "Owner", kind: "person" });
+    await store.createAccount({ id: ownerId, email: ownerPlaceholderEmail(organizationId), displayName: "Owner", kind: "person" });
     await store.addMembership({ organizationId, accountId: ownerId, role: "admin" });
     const setupToken = newOpaqueToken(random);
     await store.createSetupToken({

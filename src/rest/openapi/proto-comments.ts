@@ -88,6 +88,8 @@ export const protoComments: Readonly<Record<string, string>> = {
   "grpc.reflection.v1alpha.ServiceResponse": "One service.",
   "grpc.reflection.v1alpha.ServiceResponse.name": "Fully qualified service name.",
   "svc.v1.AcceptInvitationRequest": "Request of AcceptInvitation.",
+  "svc.v1.AcceptInvitationRequest.current_password": "The account's password; required when it has one.",
+  "svc.v1.AcceptInvitationRequest.new_password": "The account's password from now on, 8 to 128 characters, not a common password.",
   "svc.v1.AcceptInvitationRequest.token": "The token of the invitation link (what follows `#token=`).",
   "svc.v1.AcceptInvitationResponse": "Answer of AcceptInvitation.",
   "svc.v1.AcceptInvitationResponse.organization": "The organisation the operator has joined, with their role there.",
@@ -235,7 +237,7 @@ export const protoComments: Readonly<Record<string, string>> = {
   "svc.v1.DashboardAuthService.BeginPasskeySignIn":
     "BeginPasskeySignIn starts a passkey sign-in: options for\nnavigator.credentials.get() and the challenge cookie that ties the\nceremony to this browser. The options are the same whether or not the\ne-mail address has an account. At most 60 per client address and minute\n(then resource_exhausted); passkeys need PUBLIC_URL at a host name\n(failed_precondition, passkeys_unavailable, at an IP address).",
   "svc.v1.DashboardAuthService.CreateInvitedAccount":
-    "CreateInvitedAccount accepts an invitation by creating the account of\nits address (name and password) and signs it in (session cookie). An\naddress that has an account already: already_exists (account_exists);\nits owner signs in and calls DashboardService.AcceptInvitation instead.\nSpending the link, creating the account and the membership are one\ntransaction: of concurrent uses of one link exactly one succeeds.",
+    "CreateInvitedAccount accepts an invitation by creating the account of\nits address (name and password) and signs it in (session cookie). An\naddress that has an account already: already_exists (account_exists);\nits owner signs in and calls DashboardService.AcceptInvitation instead\n(which replaces the account's credentials), or, without its password,\nrecovers it with a sign-in link (`gatehouse operators sign-in-link`).\nSpending the link, creating the account and the membership are one\ntransaction: of concurrent uses of one link exactly one succeeds.",
   "svc.v1.DashboardAuthService.FinishPasskeySignIn":
     "FinishPasskeySignIn verifies the authenticator's answer against the\nchallenge of this browser's cookie (spent once) and signs its account in\n(session cookie; the challenge cookie is removed). A missing cookie, a\nreplayed, expired, tampered, wrong-origin or wrong-RP answer, or an\nunknown or removed passkey is unauthenticated and starts no session.",
   "svc.v1.DashboardAuthService.GetSignInState":
@@ -249,12 +251,12 @@ export const protoComments: Readonly<Record<string, string>> = {
   "svc.v1.DashboardAuthService.SignIn":
     "SignIn signs in with an e-mail address and a password (session cookie).\nA wrong password and an unknown address give the same unauthenticated\n(invalid_credentials) after the same work. After 5 failures for one\naddress from one client in 15 minutes, that client gets resource_exhausted\n(429, Retry-After) even with the right password; other clients wait a\ndelay that grows with the address's failures. Every client address has\nits own limit on sign-in attempts, checked before any password hashing.",
   "svc.v1.DashboardAuthService.SignInWithLink":
-    "SignInWithLink spends a one-time sign-in link that an operator command\nissued (`gatehouse operators sign-in-link`), for an operator locked out of\npassword sign-in: a session cookie. A link works once and expires, as\nmagic links do: an unknown link is not_found (sign_in_link_not_found), a\nspent or expired one failed_precondition (sign_in_link_used, sign_in_link_expired).",
+    "SignInWithLink spends a one-time sign-in link that an operator command\nissued (`gatehouse operators sign-in-link`), the recovery of an operator\nlocked out of password sign-in or of an account someone else made for\ntheir address: a session cookie. The recovery ends every other session of\nthe account, removes its password and passkeys and voids its other unused\nsign-in links, in one transaction with the new session, so that the person\nsigning in sets their own (DashboardService.SetOperatorPassword). A link\nworks once and expires, as magic links do: an unknown link is not_found\n(sign_in_link_not_found), a spent or expired one failed_precondition\n(sign_in_link_used, sign_in_link_expired).",
   "svc.v1.DashboardAuthService.SignOut": "SignOut ends this browser's session (if any) and removes its cookie.",
   "svc.v1.DashboardService":
     "DashboardService is the operators' web dashboard at `{base_url}/dashboard/`:\nAPI keys, identity keys and settings, identities, secrets metadata,\nconfiguration history and members.\n\nEvery RPC needs a signed-in dashboard session: the session cookie that\nDashboardAuthService sets (SignIn with a password, FinishPasskeySignIn with\na passkey, SetUpAccount from the owner's one-time setup link, or\nCreateInvitedAccount from an invitation link), sent by a page of the\nplatform's own origin. The service refuses:\n- API, publishable and secret keys (`Authorization` header): permission_denied (403);\n- a request whose `Origin` is not the platform's `PUBLIC_URL`, or without the\n  `X-Gatehouse-Dashboard: 1` header (cross-site request forgery): permission_denied\n  (403, reason cross_site_request), before anything else is looked at;\n- a request without a live session (none, expired, idle too long, signed out): unauthenticated (401);\n- an organisation the operator is not a member of: not_found (404);\n- a change that needs the admin role, from a member: permission_denied (403).",
   "svc.v1.DashboardService.AcceptInvitation":
-    "AcceptInvitation makes the signed-in operator a member of the inviting\norganisation, with the invitation's role. It needs the invitation's token\n(from its link) and the operator's account must have the invitation's\ne-mail address; the token then works no more. An unknown, expired,\nrevoked or spent token, or one addressed to another account, is not_found\n(reason invitation_not_found), all alike. Already a member there:\nalready_exists (reason member_exists), and the invitation stays.",
+    "AcceptInvitation makes the signed-in operator a member of the inviting\norganisation, with the invitation's role. It needs the invitation's token\n(from its link) and the operator's account must have the invitation's\ne-mail address; the token then works no more. An unknown, expired,\nrevoked or spent token, or one addressed to another account, is not_found\n(reason invitation_not_found), all alike. Already a member there:\nalready_exists (reason member_exists), and the invitation stays.\n\nJoining replaces the account's credentials. An account's address is\nnever proven (the platform sends no e-mail): whoever held another\norganisation's link for the address may have made the account and still\nhold its password, a passkey or a session. So the acceptance sets\nnew_password, ends every other session of the account and removes its\npasskeys, in one transaction with the membership: afterwards only the\nperson who held this invitation's link holds a credential of the account.\ncurrent_password is required when the account has a password (a session\nalone never replaces it); a wrong one is invalid_argument (reason\nwrong_password) and counts towards the sign-in lockout of the address.",
   "svc.v1.DashboardService.BeginAddOperatorPasskey":
     "BeginAddOperatorPasskey starts adding a passkey to the signed-in\noperator's account: options for navigator.credentials.create(), with the\naccount's passkeys excluded. The relying party is the dashboard's own: its\nID is the host of PUBLIC_URL (failed_precondition, reason\npasskeys_unavailable, when that host is an IP address) and the only origin\nPUBLIC_URL's. An account holds at most 20 passkeys.",
   "svc.v1.DashboardService.ChangeMemberRole":
@@ -325,6 +327,8 @@ export const protoComments: Readonly<Record<string, string>> = {
     "RotateSessionSigningKey replaces the key that signs the organisation's\nsession tokens (ES256): the new key, with a new `kid`, signs every session\nfrom now on; the old one stays in the JWKS until the last token it signed\nhas expired, so sessions already issued keep verifying. Other\norganisations' keys do not change.",
   "svc.v1.DashboardService.SearchIdentities":
     "SearchIdentities finds the organisation's identities whose identifier\ncontains the query (case-insensitive), sorted by identifier.",
+  "svc.v1.DashboardService.SetOperatorPassword":
+    "SetOperatorPassword sets the signed-in operator's own password (8 to 128\ncharacters, not a common password) and ends every other session of the\naccount; its passkeys stay. When the account has a password,\ncurrent_password must be it (a wrong one is invalid_argument, reason\nwrong_password, and counts towards the sign-in lockout of the address);\nafter a recovery sign-in (`gatehouse operators sign-in-link`), which\nremoves the password, there is none to give.",
   "svc.v1.DashboardService.UpdateIdentitySettings":
     "UpdateIdentitySettings replaces the identity settings; every invalid field\nis listed (invalid_argument) and then nothing changes.",
   "svc.v1.DeleteEnvironmentSecretRequest": "Request of DeleteEnvironmentSecret.",
@@ -720,6 +724,8 @@ export const protoComments: Readonly<Record<string, string>> = {
   "svc.v1.Operator.account_id": "Account id (a UUID).",
   "svc.v1.Operator.display_name": "Name shown in the dashboard and in audit trails.",
   "svc.v1.Operator.email": "E-mail address the operator signs in with.",
+  "svc.v1.Operator.has_password":
+    "Whether the account has a password (a recovery sign-in removes it, until\nthe operator sets one with SetOperatorPassword or AcceptInvitation).",
   "svc.v1.OperatorPasskeyInfo": "OperatorPasskeyInfo describes a passkey of an operator's account (never its key).",
   "svc.v1.OperatorPasskeyInfo.backed_up": "Whether the authenticator reported the passkey backed up (synced).",
   "svc.v1.OperatorPasskeyInfo.created_at": "When it was added.",
@@ -920,6 +926,10 @@ export const protoComments: Readonly<Record<string, string>> = {
   "svc.v1.SessionSigningKeyInfo.published_until":
     "When it leaves the JWKS, the last token it signed having expired; absent while it signs.",
   "svc.v1.SessionSigningKeyInfo.retired_at": "When a newer key replaced it; absent while it signs new sessions.",
+  "svc.v1.SetOperatorPasswordRequest": "Request of SetOperatorPassword.",
+  "svc.v1.SetOperatorPasswordRequest.current_password": "The account's password; required when it has one.",
+  "svc.v1.SetOperatorPasswordRequest.new_password": "The new password, 8 to 128 characters, not a common password.",
+  "svc.v1.SetOperatorPasswordResponse": "Answer of SetOperatorPassword.",
   "svc.v1.SetUpAccountRequest": "Request of SetUpAccount.",
   "svc.v1.SetUpAccountRequest.display_name": "The owner's name, 1 to 100 characters.",
   "svc.v1.SetUpAccountRequest.email": "The e-mail address to sign in with.",

@@ -10,13 +10,41 @@ import { standalone } from "./sign-in.js";
 
 const tokenKey = "gatehouse-invitation-token";
 
+/** Why joining asks for a new password: shown wherever an existing account joins. */
+const replacesCredentials =
+  "Joining gives your account a new password, signs it out of every other browser and removes its passkeys (add them again afterwards): " +
+  "whoever made an account for this address before you may still hold a way into it, and afterwards only you do.";
+
+/** The new-password fields of an acceptance by an existing account. */
+function newPasswordFields() {
+  const next = field("Choose a new password", input({ type: "password", autocomplete: "new-password", required: true }), {
+    name: "new_password",
+    hint: "8 to 128 characters; not a common password.",
+  });
+  const confirm = field("Repeat the new password", input({ type: "password", autocomplete: "new-password", required: true }), {
+    name: "confirm",
+  });
+  return {
+    next,
+    confirm,
+    /** False (and the error shown) when the two differ. */
+    matches(): boolean {
+      if (next.control.value === confirm.control.value) return true;
+      confirm.setError("does not match the new password");
+      confirm.control.focus();
+      return false;
+    },
+  };
+}
+
 /**
  * An invitation link (`/dashboard/invitation#token=...`). The invitee joins
  * as the account of the invited address, and only with this link's token: a
  * new person creates that account here; someone who has it signs in as it
- * (password or passkey) and accepts; someone signed in as another account is
- * asked to sign out first. The token travels in the fragment (never sent to a
- * server or in a Referer) and leaves the address bar at once.
+ * (password or passkey) and accepts, choosing a new password (joining
+ * replaces the account's credentials); someone signed in as another account
+ * is asked to sign out first. The token travels in the fragment (never sent
+ * to a server or in a Referer) and leaves the address bar at once.
  */
 export async function renderInvitation(root: HTMLElement, options: { joined(organizationId: string): void }): Promise<void> {
   const token = new URLSearchParams(location.hash.slice(1)).get("token") ?? sessionStorage.getItem(tokenKey) ?? "";
@@ -45,9 +73,12 @@ export async function renderInvitation(root: HTMLElement, options: { joined(orga
   }
   // Asked first, so that a visitor without a session makes no request that fails.
   let signedInAs: string | null = null;
+  let hasPassword = true;
   if ((await authApi.getSignInState({})).state === SignInState.SIGNED_IN) {
     try {
-      signedInAs = (await api.getOperatorSession({})).operator?.email ?? null;
+      const operator = (await api.getOperatorSession({})).operator;
+      signedInAs = operator?.email ?? null;
+      hasPassword = operator?.hasPassword ?? true;
     } catch (error) {
       if (!isSignedOut(error)) throw error;
     }
@@ -58,8 +89,8 @@ export async function renderInvitation(root: HTMLElement, options: { joined(orga
     sessionStorage.removeItem(tokenKey);
     options.joined(organizationId);
   };
-  async function accept(): Promise<void> {
-    const answer = await api.acceptInvitation({ token });
+  async function accept(currentPassword: string, newPassword: string): Promise<void> {
+    const answer = await api.acceptInvitation({ token, currentPassword, newPassword });
     joined(answer.organization?.organizationId ?? "");
   }
 
@@ -74,23 +105,46 @@ export async function renderInvitation(root: HTMLElement, options: { joined(orga
   );
 
   if (signedInAs === invitation.email) {
-    const acceptButton = button(
-      `Join ${invitation.organizationName}`,
-      async () => {
-        acceptButton.disabled = true;
-        status.show("Joining…");
-        try {
-          await accept();
-        } catch (error) {
-          showProblem(error, {}, status);
-        } finally {
-          acceptButton.disabled = false;
-        }
-      },
-      { class: "primary" },
+    const current = field("Your current password", input({ type: "password", autocomplete: "current-password", required: true }), {
+      name: "current_password",
+    });
+    const chosen = newPasswordFields();
+    const fields = { current_password: current, new_password: chosen.next, confirm: chosen.confirm };
+    const acceptButton = h("button", { type: "submit", class: "primary" }, `Join ${invitation.organizationName}`);
+    const acceptForm = h(
+      "form",
+      { novalidate: true, "aria-label": `Join ${invitation.organizationName}` },
+      hasPassword ? current.wrapper : null,
+      chosen.next.wrapper,
+      chosen.confirm.wrapper,
+      acceptButton,
+      status.element,
     );
-    replace(root, standalone(title, summary, h("p", {}, `You are signed in as ${signedInAs}.`), acceptButton, status.element));
-    acceptButton.focus();
+    acceptForm.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      clearErrors(fields);
+      if (!chosen.matches()) return;
+      acceptButton.disabled = true;
+      status.show("Joining…");
+      try {
+        await accept(hasPassword ? current.control.value : "", chosen.next.control.value);
+      } catch (error) {
+        showProblem(error, fields, status);
+      } finally {
+        acceptButton.disabled = false;
+      }
+    });
+    replace(
+      root,
+      standalone(
+        title,
+        summary,
+        h("p", {}, `You are signed in as ${signedInAs}.`),
+        h("p", { class: "field-hint" }, replacesCredentials),
+        acceptForm,
+      ),
+    );
+    (hasPassword ? current.control : chosen.next.control).focus();
     return;
   }
 
@@ -161,65 +215,60 @@ export async function renderInvitation(root: HTMLElement, options: { joined(orga
   });
 
   const password = field("Your password", input({ type: "password", autocomplete: "current-password", required: true }), {
-    name: "sign_in_password",
+    name: "current_password",
   });
+  const chosen = newPasswordFields();
+  const signInFields = { current_password: password, new_password: chosen.next, confirm: chosen.confirm };
   const signInStatus = statusRegion();
   const signInSubmit = h("button", { type: "submit", class: "primary" }, "Sign in and join");
   const signInForm = h(
     "form",
     { novalidate: true, "aria-labelledby": "invitation-sign-in-title" },
     password.wrapper,
+    chosen.next.wrapper,
+    chosen.confirm.wrapper,
     signInSubmit,
     signInStatus.element,
   );
-  /** Signs in as the invited address (by `signIn`), then accepts; a failed acceptance leaves the operator signed in. */
-  async function signInAndAccept(signIn: () => Promise<boolean>, done: () => void): Promise<void> {
-    clearErrors({ password });
+  /** Signs in as the invited address, then accepts with a new password; a failed acceptance leaves the operator signed in. */
+  signInForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    clearErrors(signInFields);
+    if (!chosen.matches()) return;
+    signInSubmit.disabled = true;
     signInStatus.show("Signing in…");
     try {
-      if (!(await signIn())) return;
+      await authApi.signIn({ email: invitation.email, password: password.control.value });
       signInStatus.show("Joining…");
-      await accept();
+      await accept(password.control.value, chosen.next.control.value);
     } catch (error) {
-      showProblem(error, { password }, signInStatus);
+      showProblem(error, signInFields, signInStatus);
     } finally {
-      done();
+      signInSubmit.disabled = false;
+      for (const f of Object.values(signInFields)) f.control.value = "";
     }
-  }
-  signInForm.addEventListener("submit", (event) => {
-    event.preventDefault();
-    signInSubmit.disabled = true;
-    void signInAndAccept(
-      async () => {
-        await authApi.signIn({ email: invitation.email, password: password.control.value });
-        return true;
-      },
-      () => {
-        signInSubmit.disabled = false;
-        password.control.value = "";
-      },
-    );
   });
-  const passkeyButton = button("Sign in with a passkey and join", () => {
+  // A passkey signs in; the page then asks for the new password, as for anyone signed in.
+  const passkeyButton = button("Sign in with a passkey", async () => {
     passkeyButton.disabled = true;
-    void signInAndAccept(
-      async () => {
-        const begun = await authApi.beginPasskeySignIn({ email: invitation.email });
-        let credential: JsonObject;
-        try {
-          const optionsJSON = (begun.options ?? {}) as unknown as PublicKeyCredentialRequestOptionsJSON;
-          credential = (await startAuthentication({ optionsJSON })) as unknown as JsonObject;
-        } catch (error) {
-          signInStatus.show(passkeyPromptProblem(error), "error");
-          return false;
-        }
-        await authApi.finishPasskeySignIn({ credential });
-        return true;
-      },
-      () => {
-        passkeyButton.disabled = false;
-      },
-    );
+    signInStatus.show("Waiting for your passkey…");
+    try {
+      const begun = await authApi.beginPasskeySignIn({ email: invitation.email });
+      let credential: JsonObject;
+      try {
+        const optionsJSON = (begun.options ?? {}) as unknown as PublicKeyCredentialRequestOptionsJSON;
+        credential = (await startAuthentication({ optionsJSON })) as unknown as JsonObject;
+      } catch (error) {
+        signInStatus.show(passkeyPromptProblem(error), "error");
+        return;
+      }
+      await authApi.finishPasskeySignIn({ credential });
+      await renderInvitation(root, options);
+    } catch (error) {
+      showProblem(error, {}, signInStatus);
+    } finally {
+      passkeyButton.disabled = false;
+    }
   });
 
   replace(
@@ -238,8 +287,16 @@ export async function renderInvitation(root: HTMLElement, options: { joined(orga
         "section",
         { class: "sign-in-alternative", "aria-labelledby": "invitation-sign-in-title" },
         h("h2", { id: "invitation-sign-in-title" }, `Already have an account for ${invitation.email}? Sign in to join`),
+        h("p", { class: "field-hint" }, replacesCredentials),
         signInForm,
         browserSupportsWebAuthn() ? passkeyButton : null,
+        h(
+          "p",
+          { class: "field-hint" },
+          "No password for it, or someone else made it? Ask your platform's operator for a one-time sign-in link (",
+          h("code", {}, "gatehouse operators sign-in-link"),
+          "): it signs you in and removes every other way into the account.",
+        ),
       ),
     ),
   );

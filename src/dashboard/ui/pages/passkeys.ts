@@ -21,9 +21,74 @@ export function passkeyPromptProblem(error: unknown): string {
 }
 
 /**
+ * The signed-in operator's password: set one after a recovery sign-in (which
+ * removed it), or change it with the current one. Other sessions end.
+ */
+function passwordSection(ctx: PageContext): HTMLElement {
+  const operator = ctx.session.operator;
+  const hasPassword = operator?.hasPassword ?? false;
+  const status = statusRegion();
+  const current = field("Current password", input({ type: "password", autocomplete: "current-password", required: true }), {
+    name: "current_password",
+  });
+  const next = field("New password", input({ type: "password", autocomplete: "new-password", required: true }), {
+    name: "new_password",
+    hint: "8 to 128 characters; not a common password.",
+  });
+  const confirm = field("Repeat the new password", input({ type: "password", autocomplete: "new-password", required: true }), {
+    name: "confirm",
+  });
+  const fields = { current_password: current, new_password: next, confirm };
+  const submit = h("button", { type: "submit", class: "primary" }, hasPassword ? "Change password" : "Set password");
+  const form = h(
+    "form",
+    { novalidate: true, "aria-labelledby": "password-title" },
+    hasPassword ? current.wrapper : null,
+    next.wrapper,
+    confirm.wrapper,
+    submit,
+    status.element,
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    clearErrors(fields);
+    if (next.control.value !== confirm.control.value) {
+      confirm.setError("does not match the new password");
+      confirm.control.focus();
+      return;
+    }
+    submit.disabled = true;
+    status.show("Saving…");
+    try {
+      await api.setOperatorPassword({ currentPassword: hasPassword ? current.control.value : "", newPassword: next.control.value });
+      if (operator) operator.hasPassword = true;
+      for (const f of Object.values(fields)) f.control.value = "";
+      status.show("Your password is set. Your other dashboard sessions have ended.", "success");
+    } catch (error) {
+      showProblem(error, fields, status);
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  return h(
+    "section",
+    { "aria-labelledby": "password-title" },
+    h("h2", { id: "password-title" }, "Password"),
+    hasPassword
+      ? h("p", {}, "Changing it signs you out of every other browser.")
+      : h(
+          "p",
+          { class: "status status-info", role: "status" },
+          "Your account has no password: a one-time sign-in link removed it, with your passkeys and other sessions. Choose one now, or you will need a new link once this session ends.",
+        ),
+    form,
+  );
+}
+
+/**
  * "Your passkeys": the signed-in operator's own passkeys for dashboard
  * sign-in (not the organisation's identities'): add one, see when each was
- * added and last used, remove one.
+ * added and last used, remove one; and their password.
  */
 export async function renderPasskeys(ctx: PageContext): Promise<void> {
   const status = statusRegion();
@@ -103,9 +168,10 @@ export async function renderPasskeys(ctx: PageContext): Promise<void> {
       h("code", {}, ctx.session.operator?.email ?? ""),
       ", in every organisation.",
     ),
+    passwordSection(ctx),
+    h("h2", {}, "Passkeys"),
     browserSupportsWebAuthn() ? form : h("p", { class: "status status-info" }, "This browser does not support passkeys."),
     status.element,
-    h("h2", {}, "Passkeys"),
     list,
   );
   await load();
