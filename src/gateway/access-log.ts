@@ -12,13 +12,18 @@ export interface AccessEntry {
   ms: number;
   /** The TCP peer address. */
   client: string;
+  /** The target the balancer chose (of the last try), or null when no target was asked. */
+  target: string | null;
+  /** Tries made: 0 when the gateway answered itself, more than 1 after retries. */
+  tries: number;
 }
 
 export type AccessLog = (entry: AccessEntry) => void;
 
 /**
  * One JSON line per request through the platform's pino logger: request id,
- * route, method, status, upstream status, duration and client address. By
+ * route, method, status, upstream status, duration, client address, and the
+ * target the balancer chose with the number of tries. By
  * construction it holds nothing a request carried beyond its method, so no
  * Authorization header, token, key or secret value can reach it.
  */

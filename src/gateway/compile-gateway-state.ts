@@ -1,5 +1,11 @@
-import type { Dispatcher } from "undici";
-import type { ConfigDocument, PluginResource, RouteResource, RuleResource } from "../domain/config/config-document.js";
+import type {
+  CanonicalResource,
+  ConfigDocument,
+  PluginResource,
+  RouteResource,
+  RuleResource,
+  UpstreamResource,
+} from "../domain/config/config-document.js";
 import { readRequestPath } from "../domain/config/request-path.js";
 import { answers, type GatewayAnswer } from "./gateway-answer.js";
 import type { RouteMetrics } from "./gateway-metrics.js";
@@ -12,22 +18,16 @@ import { alwaysDropped, type HeaderPolicy, type HeaderRewrite } from "./proxy/up
 import { createRouteTable, methodMaskOf, type RoutableRoute, type RouteTable } from "./route-table.js";
 import { compileRule, rulesStep, type CompiledRule } from "./rules.js";
 import { createSessionVerifier, type SessionVerifier } from "./session-verifier.js";
-
-/** Where a route's requests go. */
-export interface UpstreamTarget {
-  /** `http://host:port` (the connection pool's key). */
-  readonly origin: string;
-  /** The upstream URL's path without a trailing slash ("" for none): a prefix of every forwarded path. */
-  readonly basePath: string;
-  readonly hostname: string;
-  readonly port: number;
-  readonly secure: boolean;
-  readonly dispatcher: Dispatcher;
-}
+import { poolOfUpstream, poolOfUrl, type PoolOptions, type UpstreamPool } from "./upstreams/upstream-pool.js";
 
 /** A route with everything a request needs, computed once per revision. */
 export interface CompiledRoute extends RoutableRoute, HeaderPolicy {
-  readonly upstream: UpstreamTarget;
+  /** Where its requests go: an upstreams entry, or its URL as a pool of one. */
+  readonly upstream: UpstreamPool;
+  /** How long its upstream may take to answer (the route's timeout_ms, else the upstream's). */
+  readonly timeoutMs: number;
+  /** A larger request body is 413 (undefined: no limit). */
+  readonly maxBodyBytes: number | undefined;
   /** Set when the route cannot be served (an unresolved secret, a rule that cannot run): its 503. */
   readonly closed: GatewayAnswer | undefined;
   /** Its CORS policy: a preflight for the route is answered by the first step. */
@@ -44,7 +44,8 @@ export interface CompiledRouting {
   readonly secrets: ReadonlyMap<string, string>;
   readonly table: RouteTable<CompiledRoute>;
   readonly routes: readonly CompiledRoute[];
-  readonly origins: ReadonlySet<string>;
+  /** Every upstream the routes use, once each. */
+  readonly pools: readonly UpstreamPool[];
   /** What plugins keep across revisions (rate-limit counts), by their key. */
   readonly carried: ReadonlyMap<string, unknown>;
 }
@@ -61,8 +62,10 @@ export interface CompiledGatewayState {
 export interface CompileOptions {
   /** The state served so far: its route table is kept when only credentials changed, its rate-limit counts always. */
   previous?: CompiledGatewayState | undefined;
-  /** The connection pool of an upstream origin. */
-  dispatcherFor(origin: string): Dispatcher;
+  /** Connection pools and target health, shared by every revision. */
+  pools: Omit<PoolOptions, "defaultResponseTimeoutMs" | "defaultConnectTimeoutMs">;
+  /** GATEWAY_UPSTREAM_TIMEOUT_MS: how long a route's URL upstream may take to answer. */
+  upstreamTimeoutMs: number;
   /** Problems that close a route (never a secret value). */
   warn?(message: string, fields: Record<string, unknown>): void;
   maxClientsPerLimiter?: number;
@@ -170,10 +173,28 @@ function compileRouting(state: GatewayState, options: CompileOptions): CompiledR
     });
   }
 
-  const upstreams = new Map<string, Omit<UpstreamTarget, "dispatcher"> & { dispatcher?: Dispatcher }>();
+  const poolOptions: PoolOptions = {
+    ...options.pools,
+    defaultResponseTimeoutMs: options.upstreamTimeoutMs,
+    defaultConnectTimeoutMs: options.upstreamTimeoutMs,
+  };
+  const named = new Map<string, UpstreamResource>();
+  for (const resource of upstreamsOf(document)) {
+    const upstream = specOf<UpstreamResource>(resource);
+    named.set(upstream.name, upstream);
+  }
+  const pools = new Map<string, UpstreamPool>();
+  const poolFor = (upstream: string): UpstreamPool => {
+    let pool = pools.get(upstream);
+    if (pool === undefined) {
+      const entry = named.get(upstream);
+      pool = entry !== undefined ? poolOfUpstream(entry, poolOptions) : poolOfUrl(upstream, poolOptions);
+      pools.set(upstream, pool);
+    }
+    return pool;
+  };
   const carried = new Map<string, unknown>();
   const routes: CompiledRoute[] = [];
-  const origins = new Set<string>();
 
   for (const resource of document.routes) {
     const route = specOf<RouteResource>(resource);
@@ -187,13 +208,7 @@ function compileRouting(state: GatewayState, options: CompileOptions): CompiledR
     // `/a//*` and `/a/*` are one prefix once runs of slashes count as one.
     if (!exact) base = base.replace(/\/+$/, "");
 
-    let target = upstreams.get(route.upstream);
-    if (target === undefined) {
-      target = parseUpstream(route.upstream);
-      upstreams.set(route.upstream, target);
-    }
-    target.dispatcher ??= options.dispatcherFor(target.origin);
-    origins.add(target.origin);
+    const upstream = poolFor(route.upstream);
 
     const assembly = assembleRoute(route, {
       carried: (key, create) => {
@@ -229,17 +244,33 @@ function compileRouting(state: GatewayState, options: CompileOptions): CompiledR
     }
     for (const [plugin, instances] of byType) plugin.attach(instances, assembly);
 
-    routes.push(assembly.build({ exact, base, upstream: target as UpstreamTarget }));
+    routes.push(
+      assembly.build({
+        exact,
+        base,
+        upstream,
+        timeoutMs: route.timeout_ms ?? upstream.responseTimeoutMs,
+        maxBodyBytes: route.max_body_bytes,
+      }),
+    );
   }
 
-  return { document, secrets: state.secrets, table: createRouteTable(routes), routes, origins, carried };
+  return { document, secrets: state.secrets, table: createRouteTable(routes), routes, pools: [...pools.values()], carried };
 }
 
 /** Collects what a route's rules and plugins add, then builds the compiled route. */
 function assembleRoute(
   route: RouteResource,
   shared: { carried: RouteAssembly["carried"]; maxClientsPerLimiter: number | undefined },
-): RouteAssembly & { build(fields: { exact: boolean; base: string; upstream: UpstreamTarget }): CompiledRoute } {
+): RouteAssembly & {
+  build(fields: {
+    exact: boolean;
+    base: string;
+    upstream: UpstreamPool;
+    timeoutMs: number;
+    maxBodyBytes: number | undefined;
+  }): CompiledRoute;
+} {
   const steps: { stage: number; step: Step }[] = [];
   let closed: GatewayAnswer | undefined;
   let cors: CorsPolicy | undefined;
@@ -262,7 +293,7 @@ function assembleRoute(
     addedHeader: (name) => added.push(name),
     identityHeader: (name) => identityHeaders.push(name),
     rewrite: (rewrite) => rewrites.push(rewrite),
-    build({ exact, base, upstream }) {
+    build({ exact, base, upstream, timeoutMs, maxBodyBytes }) {
       // A stable sort: steps of one stage keep the order they were added in.
       steps.sort((a, b) => a.stage - b.stage);
       return {
@@ -272,6 +303,8 @@ function assembleRoute(
         methodMask: methodMaskOf(route.methods),
         domains: route.domains,
         upstream,
+        timeoutMs,
+        maxBodyBytes,
         closed,
         cors,
         steps: closed !== undefined ? none : listOrNone(steps.map((s) => s.step)),
@@ -286,15 +319,7 @@ function assembleRoute(
   };
 }
 
-function parseUpstream(upstream: string): Omit<UpstreamTarget, "dispatcher"> {
-  const url = new URL(upstream);
-  const secure = url.protocol === "https:";
-  return {
-    origin: url.origin,
-    basePath: url.pathname === "/" ? "" : url.pathname.replace(/\/+$/, ""),
-    // URL keeps IPv6 literals in brackets; sockets want them bare.
-    hostname: url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname,
-    port: url.port === "" ? (secure ? 443 : 80) : Number(url.port),
-    secure,
-  };
+/** The document's upstreams entries (a document from before the kind existed has none). */
+function upstreamsOf(document: ConfigDocument): readonly CanonicalResource[] {
+  return (document as Partial<Record<string, readonly CanonicalResource[]>>).upstreams ?? [];
 }

@@ -187,3 +187,36 @@ export function rawAnswer(answer: GatewayAnswer, headers: readonly string[]): Bu
   for (let i = 0; i < headers.length; i += 2) head += `${headers[i]}: ${headers[i + 1]}\r\n`;
   return Buffer.concat([Buffer.from(`${head}\r\n`, "latin1"), answer.body]);
 }
+
+const tooLarge = new Map<number, GatewayAnswer>();
+/** The 413 of a body over a route's max_body_bytes. */
+export function bodyTooLargeAnswer(limit: number): GatewayAnswer {
+  let answer = tooLarge.get(limit);
+  if (answer === undefined) {
+    answer = gatewayAnswer(
+      Code.ResourceExhausted,
+      "body_too_large",
+      `the request body is larger than this route accepts (${limit} bytes): send a smaller one`,
+      { status: 413 },
+    );
+    tooLarge.set(limit, answer);
+  }
+  return answer;
+}
+
+/** The 503 of an upstream none of whose targets is in rotation; no target was contacted. */
+export function noHealthyTargetAnswer(upstream: string, retryAfter: number): GatewayAnswer {
+  return gatewayAnswer(
+    Code.Unavailable,
+    "no_healthy_target",
+    `no target of upstream ${JSON.stringify(upstream)} is healthy: retry after ${retryAfter} s`,
+    { retryAfterSeconds: retryAfter },
+  );
+}
+
+/** Seconds until a target may be back in rotation (a breaker half-opens, or a probe runs again); at least 1. */
+export function retryAfterSeconds(targets: readonly { readonly health: { retryAfterMs(now: number): number } }[], now: number): number {
+  let soonest = Number.POSITIVE_INFINITY;
+  for (const target of targets) soonest = Math.min(soonest, target.health.retryAfterMs(now));
+  return Number.isFinite(soonest) ? Math.max(1, Math.ceil(soonest / 1000)) : 5;
+}

@@ -1,13 +1,24 @@
 import { randomBytes } from "node:crypto";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
-import type { Duplex } from "node:stream";
+import type { Duplex, Readable } from "node:stream";
 import type { Dispatcher } from "undici";
 import { readRequestPath } from "../domain/config/request-path.js";
 import { isTrustedProxy, type TrustedProxies } from "../server/client-address.js";
 import type { AccessLog } from "./access-log.js";
 import type { CompiledGatewayState, CompiledRoute } from "./compile-gateway-state.js";
-import { answers, methodNotAllowedAnswer, rawAnswer, type GatewayAnswer } from "./gateway-answer.js";
+import {
+  answers,
+  bodyTooLargeAnswer,
+  methodNotAllowedAnswer,
+  noHealthyTargetAnswer,
+  rawAnswer,
+  retryAfterSeconds,
+  type GatewayAnswer,
+} from "./gateway-answer.js";
 import type { GatewayMetrics, RouteMetrics, UpstreamErrorKind } from "./gateway-metrics.js";
+import { limitBody } from "./proxy/body-limit.js";
+import { UpstreamTry, type TryOwner } from "./proxy/upstream-try.js";
+import { cookieValue, type HashOn, type Target } from "./upstreams/upstream-pool.js";
 import { connectionOptions, droppedResponseHeaders, upstreamHeaders } from "./proxy/upstream-headers.js";
 import { openWebSocketTunnel } from "./proxy/websocket-tunnel.js";
 import { allowHeaderOf, methodIndex } from "./route-table.js";
@@ -81,25 +92,13 @@ function hasBody(headers: IncomingHttpHeaders): boolean {
   return length !== undefined ? length !== "0" : headers["transfer-encoding"] !== undefined;
 }
 
-function upstreamErrorKind(error: Error): UpstreamErrorKind {
-  const code = (error as { code?: string }).code;
-  switch (code) {
-    case "UND_ERR_HEADERS_TIMEOUT":
-    case "UND_ERR_CONNECT_TIMEOUT":
-    case "UND_ERR_BODY_TIMEOUT":
-    case "ETIMEDOUT":
-      return "timeout";
-    case "ECONNREFUSED":
-    case "ENOTFOUND":
-    case "EAI_AGAIN":
-    case "EHOSTUNREACH":
-    case "ENETUNREACH":
-    case "EADDRNOTAVAIL":
-      return "refused";
-    default:
-      return "reset";
-  }
+/** Methods a retry cannot repeat the effect of (RFC 9110 section 9.2.2). */
+function idempotent(method: string | undefined): boolean {
+  return method === "GET" || method === "HEAD" || method === "OPTIONS" || method === "PUT" || method === "DELETE";
 }
+
+/** Answers of a target that a retry may replace: it failed as a gateway would (502, 503, 504). */
+const retryStatuses: ReadonlySet<number> = new Set([502, 503, 504]);
 
 /**
  * One request through the gateway, from arrival to the end of its answer,
@@ -107,7 +106,7 @@ function upstreamErrorKind(error: Error): UpstreamErrorKind {
  * the undici dispatch handler of the upstream request (no closures per
  * request on the common path).
  */
-export class Exchange implements Dispatcher.DispatchHandler {
+export class Exchange implements TryOwner {
   route: CompiledRoute | undefined = undefined;
   metrics: RouteMetrics | undefined = undefined;
   compiled: CompiledGatewayState | undefined = undefined;
@@ -131,6 +130,18 @@ export class Exchange implements Dispatcher.DispatchHandler {
   preflight = false;
   upstreamStatus = 0;
   controller: Dispatcher.DispatchController | undefined = undefined;
+  /** The targets tried so far, in order (retries go elsewhere when they can). */
+  tried: Target[] | undefined = undefined;
+  /** The try whose answer the client gets. */
+  current: UpstreamTry | undefined = undefined;
+  /** The target of the current try (the access log's `target`). */
+  target: Target | undefined = undefined;
+  /** The request body as sent upstream (the client's stream, or it behind the route's size limit); null without one. */
+  body: Readable | null = null;
+  /** Set when the body grew past the route's max_body_bytes. */
+  bodyTooLarge = false;
+  /** The upstream request's headers, the same on every try. */
+  upstreamRequestHeaders: Record<string, string | string[]> | undefined = undefined;
   clientGone = false;
   settled = false;
   /** Set when the upstream failed after its answer had started: the client's connection is cut and the request counts as 502. */
@@ -289,6 +300,13 @@ export class Exchange implements Dispatcher.DispatchHandler {
     });
   }
 
+  /**
+   * Sends the request to the route's upstream: a target its balancer picks,
+   * tried again on another healthy target when that is safe (retryable()).
+   * A body over the route's `max_body_bytes` is 413: at once when its length
+   * says so, else as soon as it grows past it (the target's request is then
+   * aborted, so it never sees a complete body).
+   */
   forward(): undefined {
     if (this.clientGone) return;
     const route = this.route!;
@@ -297,27 +315,178 @@ export class Exchange implements Dispatcher.DispatchHandler {
       this.tunnel();
       return;
     }
+    if (hasBody(req.headers)) {
+      const limit = route.maxBodyBytes;
+      const declared = req.headers["content-length"];
+      if (limit !== undefined && declared !== undefined && Number(declared) > limit) return this.answer(bodyTooLargeAnswer(limit));
+      this.body = limit !== undefined && declared === undefined ? limitBody(req, limit, () => (this.bodyTooLarge = true)) : req;
+    }
+    this.upstreamRequestHeaders = this.upstreamHeaders();
+    this.tryNext();
+  }
+
+  /** One more try, on a target not tried yet when one is usable; false when there is none at all. */
+  tryNext(): boolean {
+    const pool = this.route!.upstream;
+    const now = this.deps.clock();
+    const key = pool.hashOn === undefined ? undefined : this.hashKey(pool.hashOn);
+    const target = pool.picker.pick(now, key, this.tried) ?? (this.tried !== undefined ? pool.picker.pick(now, key, undefined) : undefined);
+    if (target === undefined) {
+      if (this.tried === undefined) {
+        const seconds = retryAfterSeconds(pool.targets, now);
+        this.answer(noHealthyTargetAnswer(pool.name, seconds), ["retry-after", String(seconds)]);
+      }
+      return false;
+    }
+    const attempt = new UpstreamTry(this, target, (this.tried?.length ?? 0) + 1);
+    if (this.tried === undefined) this.tried = [target];
+    else this.tried.push(target);
+    if (attempt.attempt > 1) this.metrics!.retries++;
+    target.health.picked(now);
+    this.current = attempt;
+    this.target = target;
+    const req = this.req;
     try {
-      route.upstream.dispatcher.dispatch(
+      target.dispatcher.dispatch(
         {
-          path: route.upstream.basePath + this.forwardTarget,
+          path: target.basePath + this.forwardTarget,
           method: req.method ?? "GET",
-          headers: this.upstreamHeaders(),
-          body: hasBody(req.headers) ? req : null,
-          headersTimeout: this.deps.upstreamTimeoutMs,
+          headers: this.upstreamRequestHeaders!,
+          body: this.body,
+          headersTimeout: this.route!.timeoutMs,
         },
-        this,
+        attempt,
       );
-    } catch {
+    } catch (error) {
       // A request undici refuses to send (it reports most problems through onResponseError instead).
+      this.failed(attempt, "reset", false, error as Error);
+    }
+    return true;
+  }
+
+  /** The key a consistent-hash balancer places this request by: a header, a cookie, or the client's address. */
+  hashKey(hashOn: HashOn): string {
+    if (hashOn.from === "header") {
+      const value = this.req.headers[hashOn.name];
+      if (value !== undefined) return Array.isArray(value) ? value.join(",") : value;
+    } else if (hashOn.from === "cookie") {
+      const value = cookieValue(this.req.headers.cookie, hashOn.name);
+      if (value !== undefined) return value;
+    }
+    return this.peer;
+  }
+
+  /**
+   * Whether a failed try may be made again (docs/gateway.md, "Retries"): the
+   * upstream allows another try, nothing of an answer reached the client,
+   * the body was never read (or there is none), and the request is
+   * idempotent or never reached the target.
+   */
+  retryable(attempt: UpstreamTry, connected: boolean): boolean {
+    if (attempt.attempt > this.route!.upstream.retries || this.clientGone || this.res!.headersSent || this.bodyTooLarge) return false;
+    if (this.body !== null && (this.req.readableDidRead || this.body.readableDidRead)) return false;
+    return !connected || idempotent(this.req.method);
+  }
+
+  // --- TryOwner: what a try reports -----------------------------------------
+
+  tryStarted(attempt: UpstreamTry, controller: Dispatcher.DispatchController): void {
+    if (attempt !== this.current) return;
+    this.controller = controller;
+    if (this.clientGone) controller.abort(new Error("the client closed the request"));
+  }
+
+  answerStarted(attempt: UpstreamTry, statusCode: number, headers: IncomingHttpHeaders): boolean {
+    if (this.clientGone) return true;
+    const failed = statusCode >= 500;
+    attempt.target.health.finished(!failed, this.deps.clock());
+    if (failed && retryStatuses.has(statusCode) && this.retryable(attempt, true)) return !this.tryNext();
+    this.upstreamStatus = statusCode;
+    const named = connectionOptions(headers.connection);
+    const corsOwned = this.corsOwned;
+    const out: (string | string[])[] = [];
+    let hasRequestId = false;
+    for (const name in headers) {
+      if (droppedResponseHeaders.has(name) || named?.includes(name) || name === "via") continue;
+      if (corsOwned && name.startsWith("access-control-")) continue;
+      if (name === "x-request-id") hasRequestId = true;
+      const value = headers[name];
+      if (value !== undefined) out.push(name, value);
+    }
+    if (!hasRequestId) out.push("x-request-id", this.requestId);
+    // RFC 9110 section 7.6.3: each intermediary appends itself to Via.
+    const via = headers.via;
+    out.push("via", typeof via === "string" && via !== "" ? `${via}, 1.1 gatehouse` : "1.1 gatehouse");
+    if (this.extra !== undefined) out.push(...this.extra);
+    if (this.deps.closing()) out.push("connection", "close");
+    try {
+      this.res!.writeHead(statusCode, out as string[]);
+    } catch {
+      // A header value the upstream sent that HTTP/1.1 cannot carry on: the answer is unusable.
+      attempt.abandoned = true;
+      this.controller?.abort(new Error("the upstream's answer cannot be relayed"));
       this.metrics?.upstreamError("reset");
       this.answer(answers.upstreamUnreachable);
     }
+    return true;
+  }
+
+  data(_attempt: UpstreamTry, controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    const res = this.res!;
+    if (!res.write(chunk) && !this.waitingForDrain) {
+      // The client reads slower than the upstream sends: hold the upstream until the client catches up.
+      this.waitingForDrain = true;
+      controller.pause();
+      res.once("drain", () => {
+        this.waitingForDrain = false;
+        controller.resume();
+      });
+    }
+  }
+
+  ended(_attempt: UpstreamTry, trailers: IncomingHttpHeaders): void {
+    const res = this.res!;
+    // Trailers travel on a chunked answer (RFC 9112 section 7.1.2); Node drops them where it cannot chunk (HTTP/1.0).
+    for (const name in trailers) {
+      if (trailers[name] !== undefined) {
+        res.addTrailers(trailers as Record<string, string | string[]>);
+        break;
+      }
+    }
+    res.end();
+  }
+
+  failed(attempt: UpstreamTry, kind: UpstreamErrorKind, connected: boolean, _error: Error): void {
+    if (!attempt.answered) attempt.target.health.finished(false, this.deps.clock());
+    if (this.clientGone) return;
+    const res = this.res!;
+    if (this.bodyTooLarge) {
+      if (res.headersSent) res.destroy();
+      else this.answer(bodyTooLargeAnswer(this.route!.maxBodyBytes ?? 0));
+      return;
+    }
+    if (this.retryable(attempt, connected) && this.tryNext()) return;
+    this.metrics?.upstreamError(kind);
+    if (res.headersSent) {
+      // Part of the answer is on its way: the client can only learn of the failure by the connection closing.
+      this.upstreamFailed = true;
+      res.destroy();
+      return;
+    }
+    this.answer(kind === "timeout" ? answers.upstreamTimeout : answers.upstreamUnreachable);
   }
 
   /** A WebSocket upgrade that every plugin let through: tunnelled only once the upstream switches protocols. */
   tunnel(): void {
-    const upstream = this.route!.upstream;
+    const pool = this.route!.upstream;
+    const now = this.deps.clock();
+    const upstream = pool.picker.pick(now, pool.hashOn === undefined ? undefined : this.hashKey(pool.hashOn), undefined);
+    if (upstream === undefined) {
+      const seconds = retryAfterSeconds(pool.targets, now);
+      this.answer(noHealthyTargetAnswer(pool.name, seconds), ["retry-after", String(seconds)]);
+      return;
+    }
+    this.target = upstream;
     const client = this.socket!;
     const extra = ["x-request-id", this.requestId, "via", "1.1 gatehouse"];
     if (this.extra !== undefined) extra.push(...this.extra);
@@ -356,82 +525,6 @@ export class Exchange implements Dispatcher.DispatchHandler {
     );
   }
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
-    if (this.clientGone) controller.abort(new Error("the client closed the request"));
-  }
-
-  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
-    // 1xx answers (100 Continue, 103 Early Hints) are the upstream hop's business.
-    if (statusCode < 200 || this.clientGone) return;
-    this.upstreamStatus = statusCode;
-    const named = connectionOptions(headers.connection);
-    const corsOwned = this.corsOwned;
-    const out: (string | string[])[] = [];
-    let hasRequestId = false;
-    for (const name in headers) {
-      if (droppedResponseHeaders.has(name) || named?.includes(name) || name === "via") continue;
-      if (corsOwned && name.startsWith("access-control-")) continue;
-      if (name === "x-request-id") hasRequestId = true;
-      const value = headers[name];
-      if (value !== undefined) out.push(name, value);
-    }
-    if (!hasRequestId) out.push("x-request-id", this.requestId);
-    // RFC 9110 section 7.6.3: each intermediary appends itself to Via.
-    const via = headers.via;
-    out.push("via", typeof via === "string" && via !== "" ? `${via}, 1.1 gatehouse` : "1.1 gatehouse");
-    if (this.extra !== undefined) out.push(...this.extra);
-    if (this.deps.closing()) out.push("connection", "close");
-    try {
-      this.res!.writeHead(statusCode, out as string[]);
-    } catch {
-      // A header value the upstream sent that HTTP/1.1 cannot carry on: the answer is unusable.
-      this.controller?.abort(new Error("the upstream's answer cannot be relayed"));
-      this.metrics?.upstreamError("reset");
-      this.answer(answers.upstreamUnreachable);
-    }
-  }
-
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    const res = this.res!;
-    if (!res.write(chunk) && !this.waitingForDrain) {
-      // The client reads slower than the upstream sends: hold the upstream until the client catches up.
-      this.waitingForDrain = true;
-      controller.pause();
-      res.once("drain", () => {
-        this.waitingForDrain = false;
-        controller.resume();
-      });
-    }
-  }
-
-  onResponseEnd(_controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
-    const res = this.res!;
-    // Trailers travel on a chunked answer (RFC 9112 section 7.1.2); Node drops them where it cannot chunk (HTTP/1.0).
-    for (const name in trailers) {
-      const value = trailers[name];
-      if (value !== undefined) {
-        res.addTrailers(trailers as Record<string, string | string[]>);
-        break;
-      }
-    }
-    res.end();
-  }
-
-  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
-    if (this.clientGone) return;
-    const res = this.res!;
-    const kind = upstreamErrorKind(error);
-    this.metrics?.upstreamError(kind);
-    if (res.headersSent) {
-      // Part of the answer is on its way: the client can only learn of the failure by the connection closing.
-      this.upstreamFailed = true;
-      res.destroy();
-      return;
-    }
-    this.answer(kind === "timeout" ? answers.upstreamTimeout : answers.upstreamUnreachable);
-  }
-
   // --- bookkeeping ----------------------------------------------------------
 
   /** Counts and logs the request once, and lets its compiled state go. */
@@ -448,6 +541,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
       upstreamStatus: this.upstreamStatus === 0 ? null : this.upstreamStatus,
       ms: Math.round(seconds * 1e4) / 10,
       client: this.peer === "" ? peerOf(this.req) : this.peer,
+      target: this.target?.url ?? null,
+      tries: this.tried?.length ?? 0,
     });
     const compiled = this.compiled;
     if (compiled !== undefined) {

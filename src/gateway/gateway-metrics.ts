@@ -21,6 +21,8 @@ export class RouteMetrics {
   reset = 0;
   timeout = 0;
   rateLimited = 0;
+  /** Tries after the first (retries on another target). */
+  retries = 0;
 
   constructor(readonly route: string) {}
 
@@ -49,10 +51,17 @@ export interface GatewayGauges {
   tunnels: number;
   /** Client connections open on the proxy port. */
   connections: number;
+  /** The health of every upstream target this gateway sends to. */
+  targets: Iterable<{ readonly upstream: string; readonly target: string; readonly healthy: boolean }>;
   /** The most client connections this gateway holds (its limit, fitted to the open-file limit). */
   maxConnections: number;
   /** Whether a stream to a control plane is open; undefined for a gateway that follows none (fed by hand). */
   connected: boolean | undefined;
+}
+
+/** A label value in the exposition format: backslash, double quote and line feed escaped. */
+function escapeLabel(value: string): string {
+  return value.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
 }
 
 /**
@@ -86,7 +95,7 @@ export function createGatewayMetrics() {
   const refusedConnections = { connections: 0, client_connections: 0 };
 
   function render(gauges: GatewayGauges, now: number): string {
-    const all = [...routes.values()].filter((m) => m.count > 0 || m.refused + m.reset + m.timeout + m.rateLimited > 0);
+    const all = [...routes.values()].filter((m) => m.count > 0 || m.refused + m.reset + m.timeout + m.rateLimited + m.retries > 0);
     const lines: string[] = [];
     const family = (name: string, type: string, help: string) => lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
 
@@ -119,6 +128,17 @@ export function createGatewayMetrics() {
         if (m[kind] > 0) lines.push(`gatehouse_gateway_upstream_errors_total{route="${m.route}",kind="${kind}"} ${m[kind]}`);
       }
     }
+    family("gatehouse_gateway_upstream_retries_total", "counter", "Tries after a request's first (retries on another target), by route.");
+    for (const m of all) if (m.retries > 0) lines.push(`gatehouse_gateway_upstream_retries_total{route="${m.route}"} ${m.retries}`);
+    family(
+      "gatehouse_gateway_upstream_target_healthy",
+      "gauge",
+      "1 while an upstream target is in rotation at this gateway (active and passive checks), else 0.",
+    );
+    for (const t of gauges.targets)
+      lines.push(
+        `gatehouse_gateway_upstream_target_healthy{upstream="${escapeLabel(t.upstream)}",target="${escapeLabel(t.target)}"} ${t.healthy ? 1 : 0}`,
+      );
     family("gatehouse_gateway_rate_limited_requests_total", "counter", "Requests refused with 429 by a rate-limit plugin, by route.");
     for (const m of all)
       if (m.rateLimited > 0) lines.push(`gatehouse_gateway_rate_limited_requests_total{route="${m.route}"} ${m.rateLimited}`);

@@ -1,7 +1,7 @@
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
-import { Pool } from "undici";
+import { Pool, type Dispatcher } from "undici";
 import { noTrustedProxies, type TrustedProxies } from "../server/client-address.js";
 import type { Logger } from "../server/logger.js";
 import { createAccessLog, type AccessLog } from "./access-log.js";
@@ -10,6 +10,7 @@ import { compileGatewayState, type CompiledGatewayState } from "./compile-gatewa
 import { createGatewayHandler } from "./gateway-handler.js";
 import { createGatewayMetrics } from "./gateway-metrics.js";
 import type { GatewayState } from "./gateway-state.js";
+import { createHealthRegistry } from "./upstreams/health-registry.js";
 import { connectionBudget, createEdgeServer, defaultEdgeLimits, openFileLimit, type EdgeLimits } from "./proxy/edge-server.js";
 
 export interface GatewayOptions {
@@ -99,18 +100,21 @@ export function createGateway(options: GatewayOptions): Gateway {
   let closing = false;
   let drained: (() => void) | undefined;
 
-  const dispatcherFor = (origin: string) => {
-    let pool = pools.get(origin);
+  /** One keep-alive connection pool per origin and connect timeout, shared by every revision that sends there. */
+  const dispatcherFor = (origin: string, connectTimeoutMs: number) => {
+    const key = `${origin} ${connectTimeoutMs}`;
+    let pool = pools.get(key);
     if (pool === undefined) {
       pool = new Pool(origin, {
         connections: options.upstreamConnections ?? null,
-        connect: { timeout: upstreamTimeoutMs },
+        connect: { timeout: connectTimeoutMs },
         keepAliveTimeout: 4_000,
       });
-      pools.set(origin, pool);
+      pools.set(key, pool);
     }
     return pool;
   };
+  const health = createHealthRegistry(logger);
 
   const inFlight = () => {
     let total = current?.inFlight ?? 0;
@@ -118,15 +122,18 @@ export function createGateway(options: GatewayOptions): Gateway {
     return total;
   };
 
-  /** Closes the pools of origins no state in use routes to any more. */
+  /** Closes the connection pools and stops the probes of targets no state in use sends to any more. */
   const prunePools = () => {
-    const used = new Set(current?.routing.origins);
-    for (const state of retired) for (const origin of state.routing.origins) used.add(origin);
-    for (const [origin, pool] of pools) {
-      if (used.has(origin)) continue;
-      pools.delete(origin);
+    const inUse = [...(current?.routing.pools ?? [])];
+    for (const state of retired) inUse.push(...state.routing.pools);
+    const used = new Set<Dispatcher>();
+    for (const pool of inUse) for (const target of pool.targets) used.add(target.dispatcher);
+    for (const [key, pool] of pools) {
+      if (used.has(pool)) continue;
+      pools.delete(key);
       pool.close().catch(() => {});
     }
+    health.retain(inUse);
   };
 
   const configured: EdgeLimits = { ...defaultEdgeLimits, ...options.limits };
@@ -176,6 +183,7 @@ export function createGateway(options: GatewayOptions): Gateway {
           inFlight: inFlight(),
           tunnels: tunnels.size,
           connections: edge.connections(),
+          targets: health.all(),
           maxConnections: limits.maxConnections,
           connected: options.connected?.(),
         },
@@ -204,7 +212,8 @@ export function createGateway(options: GatewayOptions): Gateway {
       const previous = current;
       const next = compileGatewayState(state, {
         previous,
-        dispatcherFor,
+        pools: { dispatcherFor, health },
+        upstreamTimeoutMs,
         warn: (message, fields) => logger.warn({ ...fields, revision: state.revision }, message),
         ...(options.maxClientsPerLimiter !== undefined ? { maxClientsPerLimiter: options.maxClientsPerLimiter } : {}),
         ...(options.sessionCacheSize !== undefined ? { sessionCacheSize: options.sessionCacheSize } : {}),
@@ -246,6 +255,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       for (const tunnel of tunnels) tunnel.destroy();
       server.closeAllConnections();
       await serverClosed;
+      health.close();
       await Promise.all([...pools.values()].map((pool) => pool.close().catch(() => {})));
       pools.clear();
       await new Promise<void>((resolve) => (admin.listening ? admin.close(() => resolve()) : resolve()));
