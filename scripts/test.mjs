@@ -28,6 +28,8 @@ step("lint and format", bin("biome"), ["check", "."]);
 step("build", process.execPath, [join(root, "scripts/build.mjs")]);
 // The browser tests drive Debian's chromium: installed here, once, before jest's workers start.
 step("chromium", process.execPath, [join(root, "scripts/ensure-chromium.mjs")]);
+// The cluster rate-limit tests start their own redis-server (Debian's package).
+step("redis-server", process.execPath, [join(root, "scripts/ensure-redis.mjs")]);
 // The /metrics tests check the exposition with promtool (Debian's prometheus package, unpacked once).
 step("promtool", process.execPath, [join(root, "scripts/ensure-promtool.mjs")]);
 

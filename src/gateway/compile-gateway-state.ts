@@ -69,6 +69,10 @@ export interface CompileOptions {
   /** Problems that close a route (never a secret value). */
   warn?(message: string, fields: Record<string, unknown>): void;
   maxClientsPerLimiter?: number;
+  /** Whether the gateway keeps cluster-wide rate limits (GATEWAY_REDIS_URL is set). */
+  clusterRateLimits?: boolean;
+  /** Facts about the configuration, logged once per revision (default: warn). */
+  notice?(message: string, fields: Record<string, unknown>): void;
   sessionLeewaySeconds?: number;
   sessionCacheSize?: number;
 }
@@ -194,6 +198,7 @@ function compileRouting(state: GatewayState, options: CompileOptions): CompiledR
     return pool;
   };
   const carried = new Map<string, unknown>();
+  const noticed = new Set<string>();
   const routes: CompiledRoute[] = [];
 
   for (const resource of document.routes) {
@@ -218,6 +223,13 @@ function compileRouting(state: GatewayState, options: CompileOptions): CompiledR
         return value as never;
       },
       maxClientsPerLimiter: options.maxClientsPerLimiter,
+      clusterRateLimits: options.clusterRateLimits === true,
+      notice: (message, fields) => {
+        // Once per revision and message.
+        if (noticed.has(message)) return;
+        noticed.add(message);
+        (options.notice ?? warn)(message, fields);
+      },
     });
 
     const deny: CompiledRule[] = [];
@@ -261,7 +273,7 @@ function compileRouting(state: GatewayState, options: CompileOptions): CompiledR
 /** Collects what a route's rules and plugins add, then builds the compiled route. */
 function assembleRoute(
   route: RouteResource,
-  shared: { carried: RouteAssembly["carried"]; maxClientsPerLimiter: number | undefined },
+  shared: Pick<RouteAssembly, "carried" | "maxClientsPerLimiter" | "clusterRateLimits" | "notice">,
 ): RouteAssembly & {
   build(fields: {
     exact: boolean;
@@ -282,6 +294,8 @@ function assembleRoute(
     route,
     maxClientsPerLimiter: shared.maxClientsPerLimiter,
     carried: shared.carried,
+    clusterRateLimits: shared.clusterRateLimits,
+    notice: shared.notice,
     addStep: (stage, step) => steps.push({ stage, step }),
     close: (answer) => {
       closed ??= answer;

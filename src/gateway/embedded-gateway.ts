@@ -36,6 +36,7 @@ export async function startEmbeddedGateway(app: App, platformUrl: string): Promi
       trustedProxies: config.gateway.environment.trustedProxies,
       // The platform's own connections share the process's open files.
       sharedDescriptors: config.transport.maxConnections,
+      redis: config.gateway.environment.redis,
     },
     app.logger,
   );

@@ -17,6 +17,7 @@ import {
 } from "./gateway-answer.js";
 import type { GatewayMetrics, RouteMetrics, UpstreamErrorKind } from "./gateway-metrics.js";
 import { limitBody } from "./proxy/body-limit.js";
+import type { ClusterRateStore } from "./rate-limit/redis-store.js";
 import { UpstreamTry, type TryOwner } from "./proxy/upstream-try.js";
 import { cookieValue, type HashOn, type Target } from "./upstreams/upstream-pool.js";
 import { connectionOptions, droppedResponseHeaders, upstreamHeaders } from "./proxy/upstream-headers.js";
@@ -41,6 +42,8 @@ export interface GatewayHandlerDeps {
   maxTunnels: number;
   /** Proxies whose forwarding headers are passed on (TRUSTED_PROXIES); from anyone else they are replaced. */
   trustedProxies: TrustedProxies;
+  /** Cluster-wide rate limits in Redis (GATEWAY_REDIS_URL); undefined: each gateway counts for itself. */
+  clusterRates: ClusterRateStore | undefined;
 }
 
 const requestIdPrefix = randomBytes(4).toString("hex");

@@ -93,6 +93,8 @@ export function createGatewayMetrics() {
   const unmatched = route("_unmatched");
   /** Connections closed at once by a limit, by which. */
   const refusedConnections = { connections: 0, client_connections: 0 };
+  /** Requests whose cluster rate limits this gateway counted itself because Redis did not answer in time. */
+  let storeFallbacks = 0;
 
   function render(gauges: GatewayGauges, now: number): string {
     const all = [...routes.values()].filter((m) => m.count > 0 || m.refused + m.reset + m.timeout + m.rateLimited + m.retries > 0);
@@ -139,6 +141,12 @@ export function createGatewayMetrics() {
       lines.push(
         `gatehouse_gateway_upstream_target_healthy{upstream="${escapeLabel(t.upstream)}",target="${escapeLabel(t.target)}"} ${t.healthy ? 1 : 0}`,
       );
+    family(
+      "gatehouse_gateway_rate_limit_store_errors_total",
+      "counter",
+      "Requests whose cluster rate limits this gateway counted itself, Redis not answering within GATEWAY_REDIS_TIMEOUT_MS.",
+    );
+    lines.push(`gatehouse_gateway_rate_limit_store_errors_total ${storeFallbacks}`);
     family("gatehouse_gateway_rate_limited_requests_total", "counter", "Requests refused with 429 by a rate-limit plugin, by route.");
     for (const m of all)
       if (m.rateLimited > 0) lines.push(`gatehouse_gateway_rate_limited_requests_total{route="${m.route}"} ${m.rateLimited}`);
@@ -182,6 +190,9 @@ export function createGatewayMetrics() {
     unmatched,
     refusedConnection(reason: keyof typeof refusedConnections): void {
       refusedConnections[reason]++;
+    },
+    rateLimitStoreFallback(): void {
+      storeFallbacks++;
     },
     contentType: registry.contentType,
     async text(gauges: GatewayGauges, now: number): Promise<string> {

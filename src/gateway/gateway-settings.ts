@@ -6,6 +6,8 @@ export interface GatewayEnvironment {
   limits: EdgeLimits;
   /** TRUSTED_PROXIES: peers whose X-Forwarded-*, Forwarded and X-Real-IP are passed on. */
   trustedProxies: TrustedProxies;
+  /** GATEWAY_REDIS_URL and GATEWAY_REDIS_TIMEOUT_MS (default 50): cluster-wide rate limits; undefined without a URL. */
+  redis: { url: string; timeoutMs: number } | undefined;
 }
 
 export interface SettingProblem {
@@ -58,8 +60,27 @@ export function readGatewayEnvironment(
       description: "must be at least GATEWAY_HEADER_TIMEOUT_MS (a request includes its head)",
     });
   }
-  if (trustedProxies !== undefined) return { limits, trustedProxies };
+  const redis = readRedis(env, problems);
+  if (trustedProxies !== undefined) return { limits, trustedProxies, redis };
   const trusted = parseTrustedProxies(env.TRUSTED_PROXIES);
   for (const description of trusted.problems) problems.push({ field: "TRUSTED_PROXIES", description });
-  return { limits, trustedProxies: trusted.proxies };
+  return { limits, trustedProxies: trusted.proxies, redis };
+}
+
+function readRedis(env: Record<string, string | undefined>, problems: SettingProblem[]): GatewayEnvironment["redis"] {
+  const timeoutMs = readWhole(env, "GATEWAY_REDIS_TIMEOUT_MS", 1, 10_000, problems) ?? 50;
+  const raw = env.GATEWAY_REDIS_URL?.trim();
+  if (!raw) return undefined;
+  try {
+    const url = new URL(raw);
+    if (url.protocol !== "redis:" && url.protocol !== "rediss:") throw new Error("scheme");
+    if (url.pathname !== "" && url.pathname !== "/" && !/^\/\d{1,2}$/.test(url.pathname)) throw new Error("database");
+  } catch {
+    problems.push({
+      field: "GATEWAY_REDIS_URL",
+      description: "must be redis://host:port/db or rediss://host:port/db (e.g. redis://127.0.0.1:6379/0)",
+    });
+    return undefined;
+  }
+  return { url: raw, timeoutMs };
 }

@@ -10,6 +10,7 @@ import { compileGatewayState, type CompiledGatewayState } from "./compile-gatewa
 import { createGatewayHandler } from "./gateway-handler.js";
 import { createGatewayMetrics } from "./gateway-metrics.js";
 import type { GatewayState } from "./gateway-state.js";
+import { createClusterRateStore } from "./rate-limit/redis-store.js";
 import { createHealthRegistry } from "./upstreams/health-registry.js";
 import { connectionBudget, createEdgeServer, defaultEdgeLimits, openFileLimit, type EdgeLimits } from "./proxy/edge-server.js";
 
@@ -51,6 +52,8 @@ export interface GatewayOptions {
   sharedDescriptors?: number;
   /** The process's open-file limit (default: read from the system); a seam for tests. */
   openFileLimit?: number;
+  /** Cluster-wide rate limits (GATEWAY_REDIS_URL, GATEWAY_REDIS_TIMEOUT_MS); absent: `scope: cluster` counts per instance. */
+  redis?: { url: string; timeoutMs: number };
 }
 
 export interface GatewayAddresses {
@@ -115,6 +118,25 @@ export function createGateway(options: GatewayOptions): Gateway {
     return pool;
   };
   const health = createHealthRegistry(logger);
+  const clusterRates =
+    options.redis === undefined
+      ? undefined
+      : createClusterRateStore({
+          url: options.redis.url,
+          timeoutMs: options.redis.timeoutMs,
+          onError: (() => {
+            let loggedAt = 0;
+            return (error: Error) => {
+              // One line a minute at most: while Redis is gone every request would say it.
+              if (Date.now() - loggedAt < 60_000) return;
+              loggedAt = Date.now();
+              logger.warn(
+                { err: error.message },
+                "Redis does not answer: cluster rate limits are counted by this gateway for itself until it does",
+              );
+            };
+          })(),
+        });
 
   const inFlight = () => {
     let total = current?.inFlight ?? 0;
@@ -163,6 +185,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     tunnels,
     maxTunnels: limits.maxTunnels,
     trustedProxies: options.trustedProxies ?? noTrustedProxies,
+    clusterRates,
   });
 
   const edge = createEdgeServer({
@@ -213,6 +236,8 @@ export function createGateway(options: GatewayOptions): Gateway {
       const next = compileGatewayState(state, {
         previous,
         pools: { dispatcherFor, health },
+        clusterRateLimits: clusterRates !== undefined,
+        notice: (message, fields) => logger.info({ ...fields, revision: state.revision }, message),
         upstreamTimeoutMs,
         warn: (message, fields) => logger.warn({ ...fields, revision: state.revision }, message),
         ...(options.maxClientsPerLimiter !== undefined ? { maxClientsPerLimiter: options.maxClientsPerLimiter } : {}),
@@ -256,6 +281,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       server.closeAllConnections();
       await serverClosed;
       health.close();
+      await clusterRates?.close();
       await Promise.all([...pools.values()].map((pool) => pool.close().catch(() => {})));
       pools.clear();
       await new Promise<void>((resolve) => (admin.listening ? admin.close(() => resolve()) : resolve()));

@@ -29,6 +29,8 @@ export interface GatewaySettings {
   trustedProxies?: TrustedProxies;
   /** Open files other parts of the process hold (the platform's connections, for the embedded gateway). */
   sharedDescriptors?: number;
+  /** Cluster-wide rate limits in Redis (GATEWAY_REDIS_URL). */
+  redis?: { url: string; timeoutMs: number } | undefined;
 }
 
 export interface RunningGateway {
@@ -74,6 +76,7 @@ export async function startGateway(settings: GatewaySettings, logger: Logger): P
     ...(settings.limits !== undefined ? { limits: settings.limits } : {}),
     ...(settings.trustedProxies !== undefined ? { trustedProxies: settings.trustedProxies } : {}),
     ...(settings.sharedDescriptors !== undefined ? { sharedDescriptors: settings.sharedDescriptors } : {}),
+    ...(settings.redis !== undefined ? { redis: settings.redis } : {}),
     logger,
   });
   follower = createFollower({

@@ -23,6 +23,9 @@ export const registerGateway: CommandGroup = (program, cli) => {
         "  GATEWAY_MAX_CONNECTIONS (10000), GATEWAY_MAX_CONNECTIONS_PER_CLIENT (256), GATEWAY_MAX_TUNNELS (5000),\n" +
         "  GATEWAY_MAX_HEADER_BYTES (16384), GATEWAY_HEADER_TIMEOUT_MS (10000), GATEWAY_REQUEST_TIMEOUT_MS (300000)\n" +
         "                         limits per gateway process (docs/gateway.md, Limits)\n" +
+        "  GATEWAY_REDIS_URL      redis://host:port/db: rate limits of scope cluster, one count across gateways\n" +
+        "  GATEWAY_REDIS_TIMEOUT_MS\n" +
+        "                         how long a cluster check may take before the gateway counts for itself (default 50)\n" +
         "  TRUSTED_PROXIES        proxies in front of the gateway whose X-Forwarded-*, Forwarded and X-Real-IP\n" +
         "                         are passed on (comma-separated addresses or CIDR blocks; default none)\n" +
         "The gateway opens no database: it learns the organisation, the session issuer and keys, the\n" +
@@ -49,7 +52,7 @@ export const registerGateway: CommandGroup = (program, cli) => {
       const dataDir = resolve(env.GATEHOUSE_DATA_DIR?.trim() || "data");
       const upstreamTimeoutMs = readInteger(env.GATEWAY_UPSTREAM_TIMEOUT_MS, "GATEWAY_UPSTREAM_TIMEOUT_MS", 100, 600_000);
       const problems: { field: string; description: string }[] = [];
-      const { limits, trustedProxies } = readGatewayEnvironment(env, problems);
+      const { limits, trustedProxies, redis } = readGatewayEnvironment(env, problems);
       const [problem] = problems;
       if (problem !== undefined) throw new CliError("invalid_configuration", `${problem.field} ${problem.description}`);
       const loggers = createLoggers(env.LOG_LEVEL?.trim() || "info");
@@ -65,6 +68,7 @@ export const registerGateway: CommandGroup = (program, cli) => {
           ...(upstreamTimeoutMs !== undefined ? { upstreamTimeoutMs } : {}),
           limits,
           trustedProxies,
+          redis,
         },
         loggers.app,
       );

@@ -57,6 +57,10 @@ export interface RouteAssembly {
   carried<T>(key: string, create: () => T): T;
   /** Clients a rate-limit plugin of a route remembers at most (undefined: the limiter's default). */
   readonly maxClientsPerLimiter: number | undefined;
+  /** Whether this gateway keeps cluster-wide rate limits (it has GATEWAY_REDIS_URL). */
+  readonly clusterRateLimits: boolean;
+  /** Logs a fact about the configuration once per revision (not a problem that closes a route). */
+  notice(message: string, fields: Record<string, unknown>): void;
 }
 
 /**
