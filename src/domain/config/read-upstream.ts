@@ -184,7 +184,12 @@ function readBalancer(raw: unknown, path: PathSegment[], violations: PathViolati
   return raw as Balancer;
 }
 
-/** `client`, `header:<name>` (kept in lower case: header names ignore case) or `cookie:<name>`. */
+/**
+ * `client`, `header:<name>` (kept in lower case: header names ignore case,
+ * RFC 9110 section 5.1) or `cookie:<name>` (kept as written: cookie names do
+ * not, RFC 6265 section 4.1.1). `balancer` is the upstream's, its default
+ * included; undefined when it is itself invalid (then only the form is judged).
+ */
 function readHashOn(raw: unknown, balancer: Balancer | undefined, path: PathSegment[], violations: PathViolations): string | undefined {
   if (raw === undefined || raw === null) return undefined;
   if (typeof raw !== "string") {

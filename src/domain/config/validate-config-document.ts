@@ -50,7 +50,7 @@ const resourceKeys: Record<ResourceKind, readonly string[]> = {
   routes: ["name", "domains", "path", "methods", "upstream", "timeout_ms", "max_body_bytes", "plugins", "rules"],
 };
 const listLimits = { domains: 100, plugins: 32, rules: 64 } as const;
-/** Bounds of a route's own limits (docs/gateway.md, "Upstreams"). */
+/** Bounds of a route's own limits (docs/gateway.md, "The document"). */
 const routeLimits = { timeoutMs: { min: 10, max: 600_000 }, maxBodyBytes: { min: 0, max: 10 * 1024 ** 3 } } as const;
 const documentKeys = `version, ${resourceKinds.slice(0, -1).join(", ")} and ${resourceKinds[resourceKinds.length - 1]}`;
 
@@ -373,14 +373,15 @@ function readRoute(
     'the http or https URL requests are sent to (e.g. "http://127.0.0.1:8081"), or the name of an entry of upstreams',
     checks.routeUpstream,
   );
-  const timeoutMs = readWholeNumber(input.timeout_ms, [...path, "timeout_ms"], violations, routeLimits.timeoutMs, " ms");
-  const maxBodyBytes = readWholeNumber(
-    input.max_body_bytes,
-    [...path, "max_body_bytes"],
-    violations,
-    routeLimits.maxBodyBytes,
-    " bytes (10 GiB)",
-  );
+  // Most routes have neither: no path is built for a field that is absent.
+  const timeoutMs =
+    input.timeout_ms === undefined
+      ? undefined
+      : readWholeNumber(input.timeout_ms, [...path, "timeout_ms"], violations, routeLimits.timeoutMs, " ms");
+  const maxBodyBytes =
+    input.max_body_bytes === undefined
+      ? undefined
+      : readWholeNumber(input.max_body_bytes, [...path, "max_body_bytes"], violations, routeLimits.maxBodyBytes, " bytes (10 GiB)");
   const plugins = readNameList(input.plugins, path, "plugins", violations, {
     what: "plugin names",
     max: listLimits.plugins,
