@@ -81,7 +81,7 @@ describe("export (GET /organization/{id}/config)", () => {
     const out = await exportOf(org);
     expect(out.type).toBe("application/yaml; charset=utf-8");
     expect(out.etag).toBe('"0"');
-    expect(out.yaml).toBe("version: 1\ndomains: []\nplugins: []\nrules: []\nroutes: []\n");
+    expect(out.yaml).toBe("version: 1\ndomains: []\nupstreams: []\nplugins: []\nrules: []\nroutes: []\n");
   });
 
   test("is deterministic, sorted by kind then name, with a stable key order and the revision as ETag", async () => {
@@ -111,6 +111,7 @@ version: 1
 domains:
   - name: a.example.com
   - name: z.example.com
+upstreams: []
 plugins: []
 rules: []
 routes:
@@ -213,7 +214,7 @@ routes:
       unchanged: 1,
     });
     expect((await exportOf(org)).yaml).toBe(
-      "version: 1\ndomains: []\nplugins: []\nrules: []\nroutes:\n  - name: list-plants\n    path: /plants\n    methods: [GET]\n    upstream: http://127.0.0.1:8081\n",
+      "version: 1\ndomains: []\nupstreams: []\nplugins: []\nrules: []\nroutes:\n  - name: list-plants\n    path: /plants\n    methods: [GET]\n    upstream: http://127.0.0.1:8081\n",
     );
   });
 

@@ -51,8 +51,8 @@ function sameConfigWithoutPrototype(): [State, State] {
   const plugin = { name: "rl-default", type: "session-auth", config };
   const bare = { ...plugin, config: Object.assign(Object.create(null) as Record<string, unknown>, config) };
   return [
-    { domains: [], plugins: [{ name: "p0", type: "api-key-auth", config: {} }, plugin], rules: [], routes: [] },
-    { domains: [], plugins: [bare], rules: [], routes: [] },
+    { domains: [], upstreams: [], plugins: [{ name: "p0", type: "api-key-auth", config: {} }, plugin], rules: [], routes: [] },
+    { domains: [], upstreams: [], plugins: [bare], rules: [], routes: [] },
   ] as unknown as [State, State];
 }
 
@@ -140,6 +140,8 @@ describe("laws of import and export", () => {
     "version",
     "syntax",
     "bad-plugin-config",
+    "dangling-upstream",
+    "bad-upstream",
   );
 
   test("a failed import changes nothing", async () => {
@@ -158,7 +160,13 @@ describe("laws of import and export", () => {
 
 /** The document of a state with one defect. */
 function broken(state: State, how: string): string {
-  const d: State = { domains: [...state.domains], plugins: [...state.plugins], rules: [...state.rules], routes: [...state.routes] };
+  const d: State = {
+    domains: [...state.domains],
+    upstreams: [...state.upstreams],
+    plugins: [...state.plugins],
+    rules: [...state.rules],
+    routes: [...state.routes],
+  };
   const route = { name: "broken", path: "/b", upstream: "http://127.0.0.1:1" };
   switch (how) {
     case "unknown-key":
@@ -179,6 +187,12 @@ function broken(state: State, how: string): string {
       return `${toYaml(d)}routes: [unclosed\n`;
     case "bad-plugin-config":
       d.plugins.push({ name: "broken-plugin", type: "rate-limit", config: { requests: 0, window_seconds: 1 } });
+      break;
+    case "dangling-upstream":
+      d.routes.push({ ...route, upstream: "ghost-pool" });
+      break;
+    case "bad-upstream":
+      d.upstreams.push({ name: "broken-pool", targets: [{ url: "http://127.0.0.1:1", weight: 0 }] });
       break;
   }
   return toYaml(d);

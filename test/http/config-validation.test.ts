@@ -145,7 +145,7 @@ routes:
       [
         {
           field: "route",
-          description: /unknown key "route": a version 1 document has version, domains, plugins, rules and routes/,
+          description: /unknown key "route": a version 1 document has version, domains, upstreams, plugins, rules and routes/,
           line: 2,
           column: 1,
         },
@@ -158,7 +158,8 @@ routes:
         { field: "plugins[0].enabled", description: /unknown key "enabled": a plugin has name, type, config/, line: 7, column: 5 },
         {
           field: "routes[0].timeout",
-          description: /unknown key "timeout": a route has name, domains, path, methods, upstream, plugins, rules/,
+          description:
+            /unknown key "timeout": a route has name, domains, path, methods, upstream, timeout_ms, max_body_bytes, plugins, rules/,
           line: 12,
           column: 5,
         },

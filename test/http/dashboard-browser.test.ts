@@ -408,7 +408,9 @@ describe("the dashboard in a real browser", () => {
   }, 120_000);
 
   test("the configuration page shows the YAML and history, diffs two revisions and rolls back", async () => {
-    const doc = (upstream: string) => `version: 1\nroutes:\n  - name: plants\n    path: /plants\n    upstream: ${upstream}\n`;
+    // A route that names an upstream; the revisions differ in one of its targets.
+    const doc = (target: string) =>
+      `version: 1\nupstreams:\n  - name: pool\n    targets:\n      - {url: http://127.0.0.1:8080}\n      - {url: ${target}}\nroutes:\n  - name: plants\n    path: /plants\n    upstream: pool\n`;
     const first = await applyOk(server, server.credentials.api_key, doc("http://127.0.0.1:8081"));
     const second = await applyOk(server, server.credentials.api_key, doc("http://127.0.0.1:9090"));
     await nav("Configuration").click();
@@ -416,13 +418,16 @@ describe("the dashboard in a real browser", () => {
       .getByTestId("current-revision")
       .filter({ hasText: String(second.revision) })
       .waitFor();
-    expect(await page.getByTestId("current-yaml").textContent()).toContain("upstream: http://127.0.0.1:9090");
+    const yaml = await page.getByTestId("current-yaml").textContent();
+    expect(yaml).toContain("upstreams:\n  - name: pool\n");
+    expect(yaml).toContain("      - {url: http://127.0.0.1:9090}\n");
+    expect(yaml).toContain("    upstream: pool\n");
 
     await page.getByLabel("From revision", { exact: true }).selectOption(String(first.revision));
     await page.getByLabel("To revision", { exact: true }).selectOption(String(second.revision));
     await page.getByRole("button", { name: "Show diff" }).click();
-    await page.locator(".diff-removed", { hasText: "upstream: http://127.0.0.1:8081" }).waitFor();
-    await page.locator(".diff-added", { hasText: "upstream: http://127.0.0.1:9090" }).waitFor();
+    await page.locator(".diff-removed", { hasText: "- {url: http://127.0.0.1:8081}" }).waitFor();
+    await page.locator(".diff-added", { hasText: "- {url: http://127.0.0.1:9090}" }).waitFor();
     await expectAccessible();
     await screenshot(page, "12-configuration");
 
@@ -431,7 +436,7 @@ describe("the dashboard in a real browser", () => {
     await page.getByText(`Rolled back to revision ${first.revision}: now at revision ${second.revision + 1}.`).waitFor();
     const exported = await exportOk(server, server.credentials.api_key);
     expect(exported.revision).toBe(second.revision + 1);
-    expect(exported.yaml).toContain("upstream: http://127.0.0.1:8081");
+    expect(exported.yaml).toContain("      - {url: http://127.0.0.1:8081}\n");
     await page
       .getByTestId("current-revision")
       .filter({ hasText: String(second.revision + 1) })

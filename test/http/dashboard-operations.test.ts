@@ -385,7 +385,9 @@ describe("dashboard operations, through the same code as the public API", () => 
 
   describe("configuration", () => {
     test("history with actor, diff between revisions, and rollback that GET .../config then shows", async () => {
-      const doc = (upstream: string) => `version: 1\nroutes:\n  - name: plants\n    path: /plants\n    upstream: ${upstream}\n`;
+      // The route names an upstream; the revisions differ in one of its targets.
+      const doc = (target: string) =>
+        `version: 1\nupstreams:\n  - name: pool\n    targets:\n      - {url: http://127.0.0.1:8080}\n      - {url: ${target}}\nroutes:\n  - name: plants\n    path: /plants\n    upstream: pool\n`;
       const first = await applyOk(server, server.credentials.api_key, doc("http://127.0.0.1:8081"));
       const second = await applyOk(server, server.credentials.api_key, doc("http://127.0.0.1:9999"));
       const current = await ask<{ revision: number; yaml: string }>("GetConfigDocument");
@@ -397,7 +399,7 @@ describe("dashboard operations, through the same code as the public API", () => 
       );
       expect(history.body.revisions.map((r) => r.revision)).toEqual([second.revision, first.revision]);
       expect(history.body.revisions[0]?.actor).toContain("initial admin");
-      expect(history.body.revisions[0]?.updated).toEqual(["routes/plants"]);
+      expect(history.body.revisions[0]?.updated).toEqual(["upstreams/pool"]);
 
       const diff = await ask<{ hunks: { lines: { kind: string; text: string }[] }[]; added: number; removed: number }>(
         "DiffConfigRevisions",
@@ -409,8 +411,8 @@ describe("dashboard operations, through the same code as the public API", () => 
       expect(diff.body).toMatchObject({ added: 1, removed: 1 });
       const changed = diff.body.hunks.flatMap((h) => h.lines).filter((l) => l.kind !== "DIFF_LINE_KIND_SAME");
       expect(changed.map((l) => [l.kind, l.text.trim()])).toEqual([
-        ["DIFF_LINE_KIND_REMOVED", "upstream: http://127.0.0.1:8081"],
-        ["DIFF_LINE_KIND_ADDED", "upstream: http://127.0.0.1:9999"],
+        ["DIFF_LINE_KIND_REMOVED", "- {url: http://127.0.0.1:8081}"],
+        ["DIFF_LINE_KIND_ADDED", "- {url: http://127.0.0.1:9999}"],
       ]);
       expect((await ask("DiffConfigRevisions", { fromRevision: 0, toRevision: first.revision })).status).toBe(200);
       expect((await ask("DiffConfigRevisions", { fromRevision: 999, toRevision: first.revision })).status).toBe(404);
@@ -423,7 +425,7 @@ describe("dashboard operations, through the same code as the public API", () => 
       expect(rolled.body.result.revision).toBe(second.revision + 1);
       const exported = await exportOk(server, server.credentials.api_key);
       expect(exported.revision).toBe(second.revision + 1);
-      expect(exported.yaml).toContain("upstream: http://127.0.0.1:8081");
+      expect(exported.yaml).toContain("      - {url: http://127.0.0.1:8081}\n");
       const newest = await ask<{ revisions: { actor: string; source: string }[] }>("ListConfigHistory", { pageSize: 1 });
       expect(newest.body.revisions[0]).toMatchObject({
         source: `rollback:${first.revision}`,

@@ -248,3 +248,133 @@ describe("secret references are an admin's privilege", () => {
     expect(admin.status).toBe(200);
   });
 });
+
+describe("a secret-bearing route that names an upstream is judged by the upstream's destinations", () => {
+  interface Pool {
+    name?: string;
+    targets?: string[];
+    weights?: (number | undefined)[];
+    /** Active check path; null: no active check. */
+    probe?: string | null;
+    extra?: string;
+  }
+  /** An upstreams entry; by default "pool" with two targets, an active check on /healthz, and balancing settings. */
+  const pool = ({
+    name = "pool",
+    targets = ["http://127.0.0.1:9001", "http://127.0.0.1:9002"],
+    weights = [],
+    probe = "/healthz",
+    extra,
+  }: Pool = {}) =>
+    [
+      `  - name: ${name}`,
+      "    targets:",
+      ...targets.map((url, i) => `      - {url: ${url}${weights[i] === undefined ? "" : `, weight: ${weights[i]}`}}`),
+      ...(probe === null ? [] : [`    health_check: {active: {path: ${probe}, interval_seconds: 5}, passive: {unhealthy_after: 5}}`]),
+      extra ?? "    retries: 1\n    timeouts: {connect_ms: 5000}",
+      "",
+    ].join("\n");
+  const withPools = (upstreamName: string, ...pools: string[]) =>
+    `${secretRouteDocument({ upstream: upstreamName })}upstreams:\n${pools.join("")}`;
+
+  beforeEach(async () => {
+    await applyOk(server, adminKey, withPools("pool", pool()), { strict: true });
+  });
+
+  test("a member's change of the targets or the probed path is 403 and applies nothing; an admin's applies", async () => {
+    const changes: [string, string][] = [
+      ["a target's URL", withPools("pool", pool({ targets: ["http://127.0.0.1:9001", "https://attacker.example"] }))],
+      [
+        "a target added",
+        withPools("pool", pool({ targets: ["http://127.0.0.1:9001", "http://127.0.0.1:9002", "https://attacker.example"] })),
+      ],
+      ["a target removed", withPools("pool", pool({ targets: ["http://127.0.0.1:9001"] }))],
+      ["the target's path", withPools("pool", pool({ targets: ["http://127.0.0.1:9001/admin", "http://127.0.0.1:9002"] }))],
+      ["the health-check path", withPools("pool", pool({ probe: "/admin/export" }))],
+      ["the active check removed", withPools("pool", pool({ probe: null }))],
+      [
+        "the route pointed at another upstream with other targets",
+        withPools("other", pool(), pool({ name: "other", targets: ["https://attacker.example"] })),
+      ],
+      ["the route pointed at a URL", withPools("https://attacker.example", pool())],
+    ];
+    const before = await exportOk(server, adminKey);
+    for (const [what, document] of changes) {
+      for (const strict of [false, true]) {
+        const answer = await refusal(await putConfig(server, memberKey, document, { strict }));
+        expect({ what, strict, status: answer.status, reason: answer.reason }).toEqual({
+          what,
+          strict,
+          status: 403,
+          reason: "secret_reference_needs_admin",
+        });
+      }
+    }
+    expect(await exportOk(server, adminKey)).toEqual(before);
+    const named = await refusal(await putConfig(server, memberKey, changes[0]![1]));
+    expect(named.message).toContain(
+      'route "with-secret" would send secret "production/UPSTREAM_TOKEN" (plugin "inject-token") to the targets of upstream "pool"',
+    );
+    for (const [, document] of changes) await applyOk(server, adminKey, document, { strict: true });
+  });
+
+  test("weights, balancer, retries, timeouts and thresholds stay a member's to change", async () => {
+    const changes = [
+      withPools("pool", pool({ weights: [0, 1000] })),
+      withPools("pool", pool({ targets: ["http://127.0.0.1:9002", "http://127.0.0.1:9001"] })),
+      withPools("pool", pool({ extra: "    balancer: consistent-hash\n    hash_on: header:x-user-id" })),
+      withPools(
+        "pool",
+        pool({ extra: "    balancer: least-requests\n    retries: 0\n    timeouts: {connect_ms: 100, response_ms: 2000}" }),
+      ),
+      withPools(
+        "pool",
+        pool().replace(
+          "interval_seconds: 5}, passive: {unhealthy_after: 5}",
+          "interval_seconds: 30, timeout_ms: 200, healthy_after: 1}, passive: {recover_after_seconds: 5}",
+        ),
+      ),
+    ];
+    for (const document of changes) {
+      const plan = await applyOk(server, memberKey, document, { strict: true });
+      expect({ document, updated: plan.updated }).toEqual({ document, updated: ["upstreams/pool"] });
+    }
+  });
+
+  test("the name does not count: the same targets under another name are the same destination", async () => {
+    const renamed = withPools("renamed", pool({ name: "renamed" }));
+    const plan = await applyOk(server, memberKey, renamed, { strict: true });
+    expect(plan).toMatchObject({ created: ["upstreams/renamed"], updated: ["routes/with-secret"], deleted: ["upstreams/pool"] });
+    // Pointing the route back to a single-target upstream that differs is a change again.
+    expect(
+      (
+        await refusal(
+          await putConfig(
+            server,
+            memberKey,
+            withPools("one", pool({ name: "renamed" }), pool({ name: "one", targets: ["http://127.0.0.1:9001"] })),
+          ),
+        )
+      ).status,
+    ).toBe(403);
+  });
+
+  test("an upstream that no secret-bearing route uses stays a member's to change, targets included", async () => {
+    const withSpare = (targets: string[]) =>
+      `${secretRouteDocument({ upstream: "pool" })}  - name: public\n    path: /public\n    upstream: spare\nupstreams:\n${pool()}${pool({ name: "spare", targets })}`;
+    await applyOk(server, adminKey, withSpare(["http://127.0.0.1:9003"]), { strict: true });
+    await applyOk(server, memberKey, withSpare(["https://elsewhere.example", "http://127.0.0.1:9004"]), { strict: true });
+    // Until the member points the secret-bearing route at it.
+    const pointed = withSpare(["https://elsewhere.example"]).replace("    upstream: pool\n", "    upstream: spare\n");
+    expect((await refusal(await putConfig(server, memberKey, pointed, { strict: true }))).status).toBe(403);
+  });
+
+  test("a member's rollback to a revision with other targets is 403; an admin's applies", async () => {
+    const other = await applyOk(server, adminKey, withPools("pool", pool({ targets: ["http://127.0.0.1:9005"] })), { strict: true });
+    await applyOk(server, adminKey, withPools("pool", pool()), { strict: true });
+    const body = { organizationId: org, revision: other.revision };
+    const member = await errorOf(await connectCall(server, "/svc.v1.ConfigService/RollbackConfig", body, memberKey));
+    expect({ status: member.status, reason: member.reason }).toEqual({ status: 403, reason: "secret_reference_needs_admin" });
+    expect((await connectCall(server, "/svc.v1.ConfigService/RollbackConfig", body, adminKey)).status).toBe(200);
+  });
+});

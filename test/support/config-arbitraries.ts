@@ -7,13 +7,14 @@ import fc from "fast-check";
  * configurations share resources, sometimes identical, sometimes not.
  */
 
-export type Kind = "domains" | "plugins" | "rules" | "routes";
+export type Kind = "domains" | "upstreams" | "plugins" | "rules" | "routes";
 export type Resource = { name: string } & Record<string, unknown>;
 export type State = Record<Kind, Resource[]>;
 
-export const kinds: Kind[] = ["domains", "plugins", "rules", "routes"];
+export const kinds: Kind[] = ["domains", "upstreams", "plugins", "rules", "routes"];
 
 const domainPool = ["a.example.com", "b.example.com", "api.example.org", "x1.test"];
+const upstreamPool = ["plants", "pool-b", "legacy", "u3"];
 const pluginPool = ["p0", "p1", "rl-default", "cors-web"];
 const rulePool = ["block-bots", "r1", "admin-only", "office"];
 const routePool = ["create-plant", "list-plants", "route-2", "route-3", "health", "r5"];
@@ -82,20 +83,90 @@ const match = fc.oneof(
   fc.constantFrom("10.0.0.0/8", "192.168.1.0/24", "2001:db8::/32", "0.0.0.0/0").map((ip_cidr) => ({ ip_cidr })),
 );
 
+/** An optional field: absent, or a value (fc.option gives null for absent). */
+const optional = <T>(arbitrary: fc.Arbitrary<T>) => fc.option(arbitrary, { nil: undefined });
+
+const targetUrl = fc.constantFrom(
+  "http://10.0.0.1:8081",
+  "http://10.0.0.2:8081",
+  "https://backend.internal",
+  "http://10.0.0.3:9000/base/",
+  "https://[::1]:8443",
+);
+
+const upstreamSpec = fc
+  .record({
+    targets: fc.uniqueArray(fc.record({ url: targetUrl, weight: optional(fc.integer({ min: 0, max: 1000 })) }), {
+      selector: (t) => t.url,
+      minLength: 1,
+      maxLength: 3,
+    }),
+    balancer: optional(fc.constantFrom("round-robin", "least-requests", "consistent-hash")),
+    hash_on: optional(fc.constantFrom("client", "header:x-user-id", "cookie:session")),
+    active: optional(
+      fc.record({
+        path: fc.constantFrom("/healthz", "/", "/status/ready"),
+        // With a timeout below 2 s and an interval of 2 s or more, a probe always ends before the next.
+        interval_seconds: optional(fc.integer({ min: 2, max: 3600 })),
+        timeout_ms: optional(fc.integer({ min: 10, max: 1999 })),
+        healthy_after: optional(fc.integer({ min: 1, max: 10 })),
+        unhealthy_after: optional(fc.integer({ min: 1, max: 10 })),
+      }),
+    ),
+    passive: optional(
+      fc.record({
+        unhealthy_after: optional(fc.integer({ min: 1, max: 100 })),
+        recover_after_seconds: optional(fc.integer({ min: 1, max: 3600 })),
+      }),
+    ),
+    retries: optional(fc.integer({ min: 0, max: 5 })),
+    connect_ms: optional(fc.integer({ min: 10, max: 600_000 })),
+    response_ms: optional(fc.integer({ min: 10, max: 600_000 })),
+  })
+  .map((u) => {
+    // Canonical form: fields in the format's order, absent ones left out.
+    const out: Record<string, unknown> = {
+      targets: u.targets.map((t, i) => {
+        // At least one target takes traffic.
+        const weight = i === 0 && t.weight === 0 ? 1 : t.weight;
+        return weight === undefined ? { url: t.url } : { url: t.url, weight };
+      }),
+    };
+    if (u.balancer) out.balancer = u.balancer;
+    if (u.hash_on && u.balancer === "consistent-hash") out.hash_on = u.hash_on;
+    if (u.active || u.passive) {
+      const health: Record<string, unknown> = {};
+      if (u.active) health.active = definedOnly(u.active);
+      if (u.passive) health.passive = definedOnly(u.passive);
+      out.health_check = health;
+    }
+    if (u.retries !== undefined) out.retries = u.retries;
+    if (u.connect_ms !== undefined || u.response_ms !== undefined) {
+      out.timeouts = definedOnly({ connect_ms: u.connect_ms, response_ms: u.response_ms });
+    }
+    return out;
+  });
+
+function definedOnly(record: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(record).filter(([, value]) => value !== undefined));
+}
+
 const routePath = fc.constantFrom("/plants", "/plants/*", "/", "/*", "/a/b/c", "/a%20b", "/v1/items:batch", "/@me");
 const upstream = fc.constantFrom("http://127.0.0.1:8081", "https://backend.internal", "http://10.0.0.1:9000/base/", "https://[::1]:8443");
 
-/** A configuration whose routes refer only to its own domains, plugins and rules. */
+/** A configuration whose routes refer only to its own domains, upstreams, plugins and rules. */
 export const stateArbitrary: fc.Arbitrary<State> = fc
   .record({
     domains: subsetOf(domainPool),
+    upstreams: fc.uniqueArray(fc.tuple(fc.constantFrom(...upstreamPool), upstreamSpec), { selector: ([name]) => name, maxLength: 3 }),
     plugins: fc.uniqueArray(fc.tuple(fc.constantFrom(...pluginPool), pluginConfig), { selector: ([name]) => name, maxLength: 4 }),
     rules: fc.uniqueArray(fc.tuple(fc.constantFrom(...rulePool), match, fc.constantFrom("deny", "allow")), {
       selector: ([name]) => name,
       maxLength: 4,
     }),
   })
-  .chain(({ domains, plugins, rules }) => {
+  .chain(({ domains, upstreams, plugins, rules }) => {
+    const upstreamNames = upstreams.map(([name]) => name);
     const pluginNames = plugins.map(([name]) => name);
     const ruleNames = rules.map(([name]) => name);
     const route = fc.record(
@@ -103,7 +174,9 @@ export const stateArbitrary: fc.Arbitrary<State> = fc
         domains: domains.length > 0 ? nonEmptySubsetOf(domains) : fc.constant(undefined),
         path: routePath,
         methods: nonEmptySubsetOf(method),
-        upstream,
+        upstream: upstreamNames.length > 0 ? fc.oneof(upstream, fc.constantFrom(...upstreamNames)) : upstream,
+        timeout_ms: fc.integer({ min: 10, max: 600_000 }),
+        max_body_bytes: fc.oneof(fc.integer({ min: 0, max: 1 << 20 }), fc.constant(10 * 1024 ** 3)),
         plugins: nonEmptySubsetOf(pluginNames.length > 0 ? pluginNames : ["unused"]),
         rules: nonEmptySubsetOf(ruleNames.length > 0 ? ruleNames : ["unused"]),
       },
@@ -111,6 +184,7 @@ export const stateArbitrary: fc.Arbitrary<State> = fc
     );
     return fc.uniqueArray(fc.tuple(fc.constantFrom(...routePool), route), { selector: ([name]) => name, maxLength: 5 }).map((routes) => ({
       domains: domains.map((name) => ({ name })),
+      upstreams: upstreams.map(([name, u]) => ({ name, ...u })),
       plugins: plugins.map(([name, p]) => ({ name, ...p })),
       rules: rules.map(([name, m, action]) => ({ name, match: m, action })),
       routes: routes.map(([name, r]) => {
@@ -119,6 +193,8 @@ export const stateArbitrary: fc.Arbitrary<State> = fc
         out.path = r.path;
         if (r.methods) out.methods = r.methods;
         out.upstream = r.upstream;
+        if (r.timeout_ms !== undefined) out.timeout_ms = r.timeout_ms;
+        if (r.max_body_bytes !== undefined) out.max_body_bytes = r.max_body_bytes;
         if (r.plugins && pluginNames.length > 0) out.plugins = r.plugins;
         if (r.rules && ruleNames.length > 0) out.rules = r.rules;
         return out;
@@ -132,8 +208,14 @@ export const statePairArbitrary: fc.Arbitrary<[State, State]> = fc
   .map(([s, d, coins]) => {
     let coin = 0;
     const take = () => coins[coin++ % coins.length] === true;
-    const mixed: State = { domains: [...d.domains], plugins: [...d.plugins], rules: [...d.rules], routes: [...d.routes] };
-    for (const kind of ["domains", "plugins", "rules"] as const) {
+    const mixed: State = {
+      domains: [...d.domains],
+      upstreams: [...d.upstreams],
+      plugins: [...d.plugins],
+      rules: [...d.rules],
+      routes: [...d.routes],
+    };
+    for (const kind of ["domains", "upstreams", "plugins", "rules"] as const) {
       for (const resource of s[kind]) if (take()) mixed[kind] = [...mixed[kind].filter((r) => r.name !== resource.name), resource];
     }
     const has = (kind: Kind, name: string) => mixed[kind].some((r) => r.name === name);
@@ -143,7 +225,10 @@ export const statePairArbitrary: fc.Arbitrary<[State, State]> = fc
         ["plugins", route.plugins],
         ["rules", route.rules],
       ] as const;
-      const resolvable = refs.every(([kind, names]) => ((names as string[] | undefined) ?? []).every((n) => has(kind, n)));
+      const upstreamName = /^[a-z0-9]/.test(route.upstream as string) ? [route.upstream as string] : [];
+      const resolvable =
+        refs.every(([kind, names]) => ((names as string[] | undefined) ?? []).every((n) => has(kind, n))) &&
+        upstreamName.every((n) => has("upstreams", n));
       if (take() && resolvable) mixed.routes = [...mixed.routes.filter((r) => r.name !== route.name), route];
     }
     return [s, mixed];

@@ -912,9 +912,10 @@ export const RollbackConfigResponseSchema: GenMessage<RollbackConfigResponse, {j
 
 /**
  * ConfigService holds an organisation's gateway configuration (domains,
- * plugins, rules and routes) as one declarative YAML document (format version 1,
- * see the README). Every applied change creates a new revision, is kept in the
- * history and is pushed to every running instance and WatchConfig subscriber.
+ * upstreams, plugins, rules and routes) as one declarative YAML document (format
+ * version 1, see docs/gateway.md). Every applied change creates a new revision, is
+ * kept in the history and is pushed to every running instance and WatchConfig
+ * subscriber.
  *
  * REST: GET and PUT /organization/{id}/config map onto GetConfig and ApplyConfig.
  *

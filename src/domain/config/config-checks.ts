@@ -214,3 +214,17 @@ export function checkOrigin(value: string): string | undefined {
   }
   return undefined;
 }
+
+/** A cookie name: a token (RFC 6265 section 4.1.1), compared as written (cookie names are case-sensitive). */
+export function checkCookieName(value: string): string | undefined {
+  if (value.length === 0 || value.length > 256 || !tokenPattern.test(value)) {
+    return `${describeValue(value)} is not a cookie name: letters, digits and !#$%&'*+-.^_\`|~ only (e.g. "session")`;
+  }
+  return undefined;
+}
+
+/** A whole number from min to max; `unit` follows the bounds in the message (e.g. "(10 GiB)"). */
+export function checkWholeNumber(value: unknown, min: number, max: number, unit = ""): string | undefined {
+  if (typeof value === "number" && Number.isInteger(value) && value >= min && value <= max) return undefined;
+  return `must be a whole number from ${min.toLocaleString("en-US")} to ${max.toLocaleString("en-US")}${unit}, got ${describeValue(value)}`;
+}

@@ -1,12 +1,12 @@
 /**
- * The gateway configuration, format version 1 (CONTRACT.md "Configuration API"):
- * four kinds of resources, each keyed by `name`. A resource is held in its
+ * The gateway configuration, format version 1 (docs/gateway.md, "The document"):
+ * five kinds of resources, each keyed by `name`. A resource is held in its
  * canonical form: fields in a fixed order, optional fields absent rather than
  * empty, so that two resources are equal exactly when their canonical JSON is.
  */
 
 /** The kinds in the order of the document format: definitions before their uses. */
-export const resourceKinds = ["domains", "plugins", "rules", "routes"] as const;
+export const resourceKinds = ["domains", "upstreams", "plugins", "rules", "routes"] as const;
 export type ResourceKind = (typeof resourceKinds)[number];
 
 export const pluginTypes = ["rate-limit", "cors", "session-auth", "api-key-auth", "request-headers"] as const;
@@ -104,7 +104,7 @@ export function resourceKey(kind: ResourceKind, name: string): string {
   return `${kind}/${name}`;
 }
 
-const kindRank: Record<string, number> = { domains: 0, plugins: 1, rules: 2, routes: 3 };
+const kindRank: Record<string, number> = { domains: 0, upstreams: 1, plugins: 2, rules: 3, routes: 4 };
 
 /** Orders resources by kind (document order of the kinds), then by name in byte order. */
 export function compareResources(a: { kind: ResourceKind; name: string }, b: { kind: ResourceKind; name: string }): number {
@@ -114,5 +114,5 @@ export function compareResources(a: { kind: ResourceKind; name: string }, b: { k
 }
 
 export function emptyDocument(): ConfigDocument {
-  return { domains: [], plugins: [], rules: [], routes: [] };
+  return { domains: [], upstreams: [], plugins: [], rules: [], routes: [] };
 }

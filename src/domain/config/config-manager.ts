@@ -129,7 +129,7 @@ export function createConfigManager(deps: ConfigManagerDeps) {
       }
       const before = await store.listResources(organizationId);
       const plan = planConfigChange(before, read.document, options.strict);
-      const dangling = checkReferences(read.document, plan.resulting);
+      const dangling = checkReferences(read.document, plan.resulting, plan.deleted);
       if (dangling.length > 0) throw configError(placeViolations(dangling, read.locate));
       await checkSecretReferences({
         organizationId,

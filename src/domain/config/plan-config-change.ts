@@ -1,4 +1,5 @@
 import { resourceKey, resourceKinds, type CanonicalResource, type ResourceKind, type RouteResource } from "./config-document.js";
+import { namePattern } from "./config-checks.js";
 import type { PathViolation } from "./path-violations.js";
 import type { ValidatedDocument } from "./validate-config-document.js";
 
@@ -26,6 +27,7 @@ export interface ConfigPlan {
 export function planConfigChange(existing: readonly CanonicalResource[], document: ValidatedDocument, strict: boolean): ConfigPlan {
   const current: Record<ResourceKind, Map<string, CanonicalResource>> = {
     domains: new Map(),
+    upstreams: new Map(),
     plugins: new Map(),
     rules: new Map(),
     routes: new Map(),
@@ -87,6 +89,8 @@ export function isEmptyPlan(plan: Pick<ConfigPlan, "created" | "updated" | "dele
   return plan.created.length === 0 && plan.updated.length === 0 && plan.deleted.length === 0;
 }
 
+type ReferencedKind = "domains" | "upstreams" | "plugins" | "rules";
+
 const referenced = [
   ["domains", "domains", "domain"],
   ["plugins", "plugins", "plugin"],
@@ -94,15 +98,22 @@ const referenced = [
 ] as const;
 
 /**
- * References of the document's routes (to domains, plugins and rules) that do
- * not resolve in the resulting state. Routes outside the document need no
- * check: a merge deletes nothing, and a strict import keeps no other route.
+ * References of the document's routes (to domains, upstreams, plugins and
+ * rules) that do not resolve in the resulting state. Routes outside the
+ * document need no check: a merge deletes nothing, and a strict import keeps
+ * no other route. `deleted` (the plan's "<kind>/<name>" list) lets a message
+ * say that the import itself removes what a route still uses.
  */
-export function checkReferences(document: ValidatedDocument, resulting: readonly CanonicalResource[]): PathViolation[] {
-  const names: Record<"domains" | "plugins" | "rules", Set<string>> = { domains: new Set(), plugins: new Set(), rules: new Set() };
+export function checkReferences(
+  document: ValidatedDocument,
+  resulting: readonly CanonicalResource[],
+  deleted: readonly string[] = [],
+): PathViolation[] {
+  const names: Record<ReferencedKind, Set<string>> = { domains: new Set(), upstreams: new Set(), plugins: new Set(), rules: new Set() };
   for (const resource of resulting) if (resource.kind !== "routes") names[resource.kind].add(resource.name);
+  const removed = new Set(deleted);
   const hints = new Map<string, string>();
-  const hintFor = (kind: "domains" | "plugins" | "rules", word: string) => {
+  const hintFor = (kind: ReferencedKind, word: string) => {
     let hint = hints.get(kind);
     if (hint === undefined) {
       const known = [...names[kind]].sort().slice(0, 10);
@@ -115,8 +126,21 @@ export function checkReferences(document: ValidatedDocument, resulting: readonly
     return hint;
   };
   const violations: PathViolation[] = [];
+  const dangling = (path: PathViolation["path"], kind: ReferencedKind, word: string, name: string) => {
+    violations.push({
+      path,
+      description: removed.has(resourceKey(kind, name))
+        ? `${word} "${name}" does not exist once this strict import deletes it (the document leaves it out): keep it under ${kind}, or stop using it here`
+        : `${word} "${name}" does not exist: ${hintFor(kind, word)}`,
+      at: "value",
+    });
+  };
   for (const route of document.routes) {
     const value = route.value as RouteResource;
+    // A name is an upstream's; anything else validation accepted is a URL.
+    if (namePattern.test(value.upstream) && !names.upstreams.has(value.upstream)) {
+      dangling(["routes", route.index, "upstream"], "upstreams", "upstream", value.upstream);
+    }
     for (let r = 0; r < referenced.length; r++) {
       const reference = referenced[r] as (typeof referenced)[number];
       const field = reference[0];
@@ -127,11 +151,7 @@ export function checkReferences(document: ValidatedDocument, resulting: readonly
       for (let i = 0; i < list.length; i++) {
         const name = list[i] as string;
         if (names[kind].has(name)) continue;
-        violations.push({
-          path: ["routes", route.index, field, i],
-          description: `${word} "${name}" does not exist: ${hintFor(kind, word)}`,
-          at: "value",
-        });
+        dangling(["routes", route.index, field, i], kind, word, name);
       }
     }
   }

@@ -3,11 +3,12 @@ import { compareResources, resourceKinds, type CanonicalResource, type ResourceK
 /**
  * Writes a configuration as a version 1 YAML document. The output depends on
  * the state only: resources sorted by kind (in the order of the format), then
- * by name; fields in canonical order; one spelling per scalar. Reading it back
+ * by name; fields in canonical order, each on one line (a list of mappings,
+ * such as an upstream's targets, one entry per line); one spelling per scalar. Reading it back
  * gives the same canonical resources, so export is a fixed point of import.
  */
 export function renderConfigDocument(resources: readonly CanonicalResource[]): string {
-  const byKind: Record<ResourceKind, CanonicalResource[]> = { domains: [], plugins: [], rules: [], routes: [] };
+  const byKind: Record<ResourceKind, CanonicalResource[]> = { domains: [], upstreams: [], plugins: [], rules: [], routes: [] };
   for (const resource of resources) byKind[resource.kind].push(resource);
   // A resource's YAML is about as long as its canonical JSON: one buffer of that size rarely needs to grow.
   let expected = 64;
@@ -26,9 +27,21 @@ export function renderConfigDocument(resources: readonly CanonicalResource[]): s
       const value = (resource.value ?? JSON.parse(resource.spec)) as Record<string, unknown>;
       let first = true;
       for (const key in value) {
-        out.write(lineStart(first, key));
-        writeValue(out, value[key]);
-        out.write("\n");
+        const field = value[key];
+        if (isListOfMappings(field)) {
+          // An upstream's targets: one entry per line, so that a diff shows the target that changed.
+          out.write(lineStart(first, key).trimEnd());
+          out.write("\n");
+          for (const item of field) {
+            out.write("      - ");
+            writeValue(out, item);
+            out.write("\n");
+          }
+        } else {
+          out.write(lineStart(first, key));
+          writeValue(out, field);
+          out.write("\n");
+        }
         first = false;
       }
     }
@@ -76,6 +89,12 @@ function lineStart(first: boolean, key: string): string {
     if (known.size < 256) known.set(key, start);
   }
   return start;
+}
+
+function isListOfMappings(value: unknown): value is object[] {
+  return (
+    Array.isArray(value) && value.length > 0 && value.every((item) => item !== null && typeof item === "object" && !Array.isArray(item))
+  );
 }
 
 function isSortedByName(list: readonly CanonicalResource[]): boolean {

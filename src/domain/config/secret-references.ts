@@ -1,11 +1,12 @@
 import { DomainError } from "../errors.js";
-import type { CanonicalResource, PluginResource, RouteResource } from "./config-document.js";
+import { namePattern } from "./config-checks.js";
+import type { CanonicalResource, PluginResource, RouteResource, UpstreamResource } from "./config-document.js";
 import type { PathViolation } from "./path-violations.js";
 import { configError, placeViolations, type Locate } from "./read-config-document.js";
 import type { ValidatedDocument } from "./validate-config-document.js";
 
 /**
- * Secret references in a configuration (CONTRACT.md "Gateway (data plane)"):
+ * Secret references in a configuration (docs/gateway.md, "Secret references"):
  * a `request-headers` value may hold `${secret:<environment>/<name>}`, which
  * the gateway replaces with the secret's value. Environment and name follow
  * the secrets API's patterns.
@@ -89,14 +90,16 @@ export function pluginsReferencing(resources: readonly CanonicalResource[], secr
 
 /**
  * What a configuration does with secrets, as facts a member may keep but not
- * add: each value that references a secret, where it stands; each upstream a
- * referenced secret is sent to (through any route that uses the plugin); and,
- * for each route that sends one, what its request-headers plugins do to the
- * headers that select the site or path behind an upstream. So a member can
+ * add: each value that references a secret, where it stands; each destination
+ * a referenced secret is sent to (through any route that uses the plugin);
+ * and, for each route that sends one, what its request-headers plugins do to
+ * the headers that select the site or path behind an upstream. So a member can
  * neither write a new reference nor send an existing one anywhere else: not
- * by pointing a route elsewhere, not by adding the plugin to another route,
- * and not by such a header (a shared ingress or CDN routes by them;
- * docs/security.md, "The gateway"). Other headers stay a member's to change.
+ * by pointing a route elsewhere, not by editing the targets of the upstream
+ * it names, not by adding the plugin to another route, and not by such a
+ * header (a shared ingress or CDN routes by them; docs/security.md, "The
+ * gateway"). Other headers, and how an upstream balances, retries and times
+ * out, stay a member's to change.
  */
 function secretFacts(resources: readonly CanonicalResource[]): Map<string, string> {
   const facts = new Map<string, string>();
@@ -110,6 +113,7 @@ function secretFacts(resources: readonly CanonicalResource[]): Map<string, strin
     );
     byPlugin.set(p.plugin, [...(byPlugin.get(p.plugin) ?? []), p]);
   }
+  const destinationOf = destinations(resources);
   /** Per request-headers plugin, what it does to headers that choose where a request lands. */
   const redirects = new Map<string, [string, string, unknown][]>();
   for (const resource of resources) {
@@ -133,26 +137,66 @@ function secretFacts(resources: readonly CanonicalResource[]): Map<string, strin
     if (resource.kind !== "routes") continue;
     const route = parsed<RouteResource>(resource);
     const secrets = new Set<string>();
+    let destination: string | undefined;
     for (const plugin of route.plugins ?? []) {
       for (const p of byPlugin.get(plugin) ?? []) {
         secrets.add(secretKey(p));
+        destination ??= destinationOf(route.upstream);
         facts.set(
-          JSON.stringify(["upstream", route.upstream, secretKey(p)]),
-          `route "${route.name}" would send secret "${secretKey(p)}" (plugin "${plugin}") to its upstream`,
+          JSON.stringify(["upstream", destination, secretKey(p)]),
+          `route "${route.name}" would send secret "${secretKey(p)}" (plugin "${plugin}") to ${describeUpstream(route.upstream)}`,
         );
       }
     }
-    if (secrets.size === 0) continue;
+    if (secrets.size === 0 || destination === undefined) continue;
     // What the route's plugins do to destination-selecting headers, in the order they apply.
     const changes = (route.plugins ?? []).flatMap((name) => redirects.get(name) ?? []);
     for (const secret of secrets) {
       facts.set(
-        JSON.stringify(["redirect", route.upstream, secret, changes]),
+        JSON.stringify(["redirect", destination, secret, changes]),
         `route "${route.name}" would send secret "${secret}" to its upstream with other values of headers that select the site or path behind it (${[...destinationHeaders].join(", ")})`,
       );
     }
   }
   return facts;
+}
+
+/** How a message names where a route sends its requests. */
+function describeUpstream(upstream: string): string {
+  return namePattern.test(upstream) ? `the targets of upstream "${upstream}" (their URLs or health-check path)` : "its upstream";
+}
+
+/**
+ * Where a route's requests go, as one comparable string per route upstream:
+ * the set of target URLs and the active health check's path. A URL is one
+ * target without a probe; an upstream's name stands for its entry's targets,
+ * so a route is judged by where its requests land, not by the name it uses
+ * (pointing it at another entry, or renaming the entry, with the same targets
+ * moves nothing; editing a target, adding one or changing the probed path
+ * does). Order and weights of targets do not count: they only spread the
+ * requests over the same destinations.
+ */
+function destinations(resources: readonly CanonicalResource[]): (upstream: string) => string {
+  const upstreams = new Map<string, CanonicalResource>();
+  for (const resource of resources) if (resource.kind === "upstreams") upstreams.set(resource.name, resource);
+  const known = new Map<string, string>();
+  return (upstream) => {
+    let destination = known.get(upstream);
+    if (destination !== undefined) return destination;
+    if (!namePattern.test(upstream)) destination = JSON.stringify([[upstream], null]);
+    else {
+      const entry = upstreams.get(upstream);
+      // References are checked before this: an entry that is missing here is one no state holds.
+      if (entry === undefined) destination = JSON.stringify(["missing", upstream]);
+      else {
+        const value = parsed<UpstreamResource>(entry);
+        const urls = [...new Set(value.targets.map((target) => target.url))].sort();
+        destination = JSON.stringify([urls, value.health_check?.active?.path ?? null]);
+      }
+    }
+    known.set(upstream, destination);
+    return destination;
+  };
 }
 
 /**

@@ -1,4 +1,13 @@
-import { checkCidr, checkHostname, checkName, checkPath, checkUpstream, checkHeaderName, describeValue } from "./config-checks.js";
+import {
+  checkCidr,
+  checkHostname,
+  checkName,
+  checkPath,
+  checkUpstream,
+  checkHeaderName,
+  describeValue,
+  namePattern,
+} from "./config-checks.js";
 import {
   emptyDocument,
   httpMethods,
@@ -14,6 +23,7 @@ import {
 } from "./config-document.js";
 import { configIsOptional, describePluginConfig, validatePluginConfig } from "./plugin-configs.js";
 import { PathViolations, type PathSegment, type PathViolation } from "./path-violations.js";
+import { readUpstream, readWholeNumber, upstreamKeys } from "./read-upstream.js";
 import { compileRuleRegex } from "./rule-regex.js";
 
 /** A resource of a validated document, with where it stands in the document. */
@@ -25,18 +35,28 @@ export interface DocumentResource extends CanonicalResource {
 
 export type ValidatedDocument = Record<ResourceKind, DocumentResource[]>;
 
-const singular: Record<ResourceKind, string> = { domains: "domain", plugins: "plugin", rules: "rule", routes: "route" };
+const singular: Record<ResourceKind, string> = {
+  domains: "domain",
+  upstreams: "upstream",
+  plugins: "plugin",
+  rules: "rule",
+  routes: "route",
+};
 const resourceKeys: Record<ResourceKind, readonly string[]> = {
   domains: ["name"],
+  upstreams: upstreamKeys,
   plugins: ["name", "type", "config"],
   rules: ["name", "match", "action"],
-  routes: ["name", "domains", "path", "methods", "upstream", "plugins", "rules"],
+  routes: ["name", "domains", "path", "methods", "upstream", "timeout_ms", "max_body_bytes", "plugins", "rules"],
 };
 const listLimits = { domains: 100, plugins: 32, rules: 64 } as const;
+/** Bounds of a route's own limits (docs/gateway.md, "The document"). */
+const routeLimits = { timeoutMs: { min: 10, max: 600_000 }, maxBodyBytes: { min: 0, max: 10 * 1024 ** 3 } } as const;
+const documentKeys = `version, ${resourceKinds.slice(0, -1).join(", ")} and ${resourceKinds[resourceKinds.length - 1]}`;
 
 /**
- * Validates the value of a version 1 document (CONTRACT.md "Configuration
- * API"): every violation is reported, each with its path. References between
+ * Validates the value of a version 1 document (docs/gateway.md, "The
+ * document"): every violation is reported, each with its path. References between
  * resources are checked later, against the state the import would produce.
  */
 export function validateConfigDocument(value: unknown): { document: ValidatedDocument; violations: PathViolation[] } {
@@ -50,7 +70,7 @@ export function validateConfigDocument(value: unknown): { document: ValidatedDoc
   const checks = memoizedChecks();
   for (const key of Object.keys(root)) {
     if (key !== "version" && !(resourceKinds as readonly string[]).includes(key)) {
-      violations.add([key], `unknown key "${key}": a version 1 document has version, domains, plugins, rules and routes`, "key");
+      violations.add([key], `unknown key "${key}": a version 1 document has ${documentKeys}`, "key");
     }
   }
   if (root.version === undefined) violations.add(["version"], 'required: the format version, "version: 1"');
@@ -99,6 +119,13 @@ function validNameOf(kind: ResourceKind, item: unknown): string | undefined {
 function memoizedChecks() {
   const upstreams = new Map<string, string | undefined>();
   const regexes = new Map<string, string | undefined>();
+  /** The problem of an http or https URL of a route or a target. */
+  const upstream = (value: string): string | undefined => {
+    if (upstreams.has(value)) return upstreams.get(value);
+    const problem = checkUpstream(value);
+    if (upstreams.size < 1_000) upstreams.set(value, problem);
+    return problem;
+  };
   return {
     /** The problem of a rule regex, as compileRuleRegex (the gateway's matcher) sees it. */
     regex(source: string, ignoreCase: boolean): string | undefined {
@@ -109,11 +136,18 @@ function memoizedChecks() {
       if (regexes.size < 1_000) regexes.set(key, problem);
       return problem;
     },
-    upstream(value: string): string | undefined {
-      if (upstreams.has(value)) return upstreams.get(value);
-      const problem = checkUpstream(value);
-      if (upstreams.size < 1_000) upstreams.set(value, problem);
-      return problem;
+    upstream,
+    /**
+     * A route's upstream: the name of an entry of upstreams (resolved later,
+     * against the resulting state), else an http or https URL. A name holds no
+     * ":", a URL always does, so neither can be taken for the other.
+     */
+    routeUpstream(value: string): string | undefined {
+      if (namePattern.test(value)) return undefined;
+      const problem = upstream(value);
+      if (problem === undefined || value.includes(":")) return problem;
+      if (namePattern.test(value.toLowerCase())) return `upstream names are lower case: use "${value.toLowerCase()}"`;
+      return `${describeValue(value)} is not an upstream URL (it starts with http:// or https://, e.g. "http://127.0.0.1:8081") nor the name of an entry of upstreams (1 to 63 lower-case letters, digits and hyphens, e.g. "plants")`;
     },
   };
 }
@@ -135,13 +169,15 @@ function readResource(
   const allowed = resourceKeys[kind];
   for (const key of Object.keys(input)) {
     if (!allowed.includes(key)) {
-      violations.add([...path, key], `unknown key "${key}": a ${singular[kind]} has ${allowed.join(", ")}`, "key");
+      violations.add([...path, key], `unknown key "${key}": ${article(singular[kind])} ${singular[kind]} has ${allowed.join(", ")}`, "key");
     }
   }
   const name = readName(kind, input.name, path, violations);
   switch (kind) {
     case "domains":
       return name === undefined ? undefined : { name };
+    case "upstreams":
+      return readUpstream(name, input, path, violations, checks.upstream);
     case "plugins":
       return readPlugin(name, input, path, violations);
     case "rules":
@@ -149,6 +185,10 @@ function readResource(
     case "routes":
       return readRoute(name, input, path, violations, checks);
   }
+}
+
+function article(word: string): string {
+  return /^[aeiou]/.test(word) ? "an" : "a";
 }
 
 function readName(kind: ResourceKind, raw: unknown, parent: PathSegment[], violations: PathViolations): string | undefined {
@@ -330,9 +370,18 @@ function readRoute(
     path,
     "upstream",
     violations,
-    'the http or https URL requests are sent to (e.g. "http://127.0.0.1:8081")',
-    checks.upstream,
+    'the http or https URL requests are sent to (e.g. "http://127.0.0.1:8081"), or the name of an entry of upstreams',
+    checks.routeUpstream,
   );
+  // Most routes have neither: no path is built for a field that is absent.
+  const timeoutMs =
+    input.timeout_ms === undefined
+      ? undefined
+      : readWholeNumber(input.timeout_ms, [...path, "timeout_ms"], violations, routeLimits.timeoutMs, " ms");
+  const maxBodyBytes =
+    input.max_body_bytes === undefined
+      ? undefined
+      : readWholeNumber(input.max_body_bytes, [...path, "max_body_bytes"], violations, routeLimits.maxBodyBytes, " bytes (10 GiB)");
   const plugins = readNameList(input.plugins, path, "plugins", violations, {
     what: "plugin names",
     max: listLimits.plugins,
@@ -346,6 +395,8 @@ function readRoute(
   route.path = routePath;
   if (methods) route.methods = methods;
   route.upstream = upstream;
+  if (timeoutMs !== undefined) route.timeout_ms = timeoutMs;
+  if (maxBodyBytes !== undefined) route.max_body_bytes = maxBodyBytes;
   if (plugins && plugins.length > 0) route.plugins = plugins;
   if (rules && rules.length > 0) route.rules = rules;
   return route;

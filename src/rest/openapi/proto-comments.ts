@@ -172,7 +172,7 @@ export const protoComments: Readonly<Record<string, string>> = {
   "svc.v1.ConfigRevision.source": '"import", "import-strict" or "rollback:<revision>".',
   "svc.v1.ConfigRevision.updated": 'Resources updated, as "<kind>/<name>".',
   "svc.v1.ConfigService":
-    "ConfigService holds an organisation's gateway configuration (domains,\nplugins, rules and routes) as one declarative YAML document (format version 1,\nsee the README). Every applied change creates a new revision, is kept in the\nhistory and is pushed to every running instance and WatchConfig subscriber.\n\nREST: GET and PUT /organization/{id}/config map onto GetConfig and ApplyConfig.",
+    "ConfigService holds an organisation's gateway configuration (domains,\nupstreams, plugins, rules and routes) as one declarative YAML document (format\nversion 1, see docs/gateway.md). Every applied change creates a new revision, is\nkept in the history and is pushed to every running instance and WatchConfig\nsubscriber.\n\nREST: GET and PUT /organization/{id}/config map onto GetConfig and ApplyConfig.",
   "svc.v1.ConfigService.ApplyConfig":
     "ApplyConfig imports a document atomically: all of it applies or none of it.\nMerge by default (resources present are created or replaced whole, the rest\nleft untouched); with `strict` the organisation afterwards equals the document.\nREST: PUT /organization/{id}/config[?strict=true][&dry_run=true], `If-Match`.",
   "svc.v1.ConfigService.GetConfig":
