@@ -1,10 +1,11 @@
-import type {
-  CanonicalResource,
-  ConfigDocument,
-  PluginResource,
-  RouteResource,
-  RuleResource,
-  UpstreamResource,
+import {
+  resourceKinds,
+  type CanonicalResource,
+  type ConfigDocument,
+  type PluginResource,
+  type RouteResource,
+  type RuleResource,
+  type UpstreamResource,
 } from "../domain/config/config-document.js";
 import { readRequestPath } from "../domain/config/request-path.js";
 import { answers, type GatewayAnswer } from "./gateway-answer.js";
@@ -124,9 +125,10 @@ function compileSessions(state: GatewayState, options: CompileOptions): SessionV
 function sameDocument(a: ConfigDocument, b: ConfigDocument, sameRevision: boolean): boolean {
   if (a === b) return true;
   if (!sameRevision) return false;
-  for (const kind of ["domains", "plugins", "rules", "routes"] as const) {
-    const x = a[kind];
-    const y = b[kind];
+  for (const kind of resourceKinds) {
+    // A cache file written before a kind existed has none of it.
+    const x = a[kind] ?? [];
+    const y = b[kind] ?? [];
     if (x.length !== y.length) return false;
     for (let i = 0; i < x.length; i++) if (x[i]!.spec !== y[i]!.spec) return false;
   }
@@ -335,5 +337,6 @@ function assembleRoute(
 
 /** The document's upstreams entries (a document from before the kind existed has none). */
 function upstreamsOf(document: ConfigDocument): readonly CanonicalResource[] {
-  return (document as Partial<Record<string, readonly CanonicalResource[]>>).upstreams ?? [];
+  // A cache file written before the kind existed has none.
+  return document.upstreams ?? [];
 }
