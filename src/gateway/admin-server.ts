@@ -1,6 +1,8 @@
 import { Code } from "@connectrpc/connect";
-import { createServer, type Server } from "node:http";
-import { gatewayAnswer } from "./gateway-answer.js";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
+import { gatewayAnswer, rawAnswer } from "./gateway-answer.js";
+import { adminEdgeLimits, createEdgeServer } from "./proxy/edge-server.js";
 
 export interface AdminServerDeps {
   /** Whether a configuration is loaded. */
@@ -21,44 +23,52 @@ const unknownPath = gatewayAnswer(Code.NotFound, "not_found", "the gateway's adm
  * The gateway's admin port (CONTRACT.md "Gateway"): `/healthz` (the process
  * is alive), `/readyz` (200 once a configuration is loaded, else 503) and
  * `/metrics` (Prometheus text). Kept off the proxy port so no route can
- * shadow it and no client of the routes can reach it by accident.
+ * shadow it and no client of the routes can reach it by accident. It has
+ * limits of its own (adminEdgeLimits), so no client can hold enough of its
+ * connections to starve the probes; bind it to a private interface with
+ * GATEWAY_ADMIN_HOST (docs/gateway.md, "Limits").
  */
 export function createAdminServer(deps: AdminServerDeps): Server {
-  return createServer((req, res) => {
-    const path = (req.url ?? "/").split("?", 1)[0];
-    const json = (status: number, body: Buffer) => {
-      res.writeHead(status, { "content-type": "application/json", "content-length": body.length, "cache-control": "no-store" });
-      res.end(body);
-    };
-    if (req.method !== "GET" && req.method !== "HEAD") {
-      req.resume();
-      res.writeHead(methodNotAllowed.status, {
-        "content-type": "application/json",
-        "content-length": methodNotAllowed.body.length,
-        allow: "GET, HEAD",
-      });
-      res.end(methodNotAllowed.body);
-      return;
-    }
-    switch (path) {
-      case "/healthz":
-        return json(200, serving);
-      case "/readyz":
-        return deps.ready() ? json(200, serving) : json(503, notServing);
-      case "/metrics":
-        deps.metrics().then(
-          (text) => {
-            res.writeHead(200, { "content-type": deps.metricsContentType, "cache-control": "no-store" });
-            res.end(text);
-          },
-          () => {
-            res.writeHead(500, { "content-type": "text/plain" });
-            res.end("metrics unavailable\n");
-          },
-        );
+  return createEdgeServer({
+    limits: adminEdgeLimits,
+    refused: () => {},
+    upgrade: (_req: IncomingMessage, socket: Duplex) => socket.end(rawAnswer(unknownPath, [])),
+    request: (req: IncomingMessage, res: ServerResponse) => {
+      const path = (req.url ?? "/").split("?", 1)[0];
+      const json = (status: number, body: Buffer) => {
+        res.writeHead(status, { "content-type": "application/json", "content-length": body.length, "cache-control": "no-store" });
+        res.end(body);
+      };
+      if (req.method !== "GET" && req.method !== "HEAD") {
+        req.resume();
+        res.writeHead(methodNotAllowed.status, {
+          "content-type": "application/json",
+          "content-length": methodNotAllowed.body.length,
+          allow: "GET, HEAD",
+        });
+        res.end(methodNotAllowed.body);
         return;
-      default:
-        return json(unknownPath.status, unknownPath.body);
-    }
-  });
+      }
+      switch (path) {
+        case "/healthz":
+          return json(200, serving);
+        case "/readyz":
+          return deps.ready() ? json(200, serving) : json(503, notServing);
+        case "/metrics":
+          deps.metrics().then(
+            (text) => {
+              res.writeHead(200, { "content-type": deps.metricsContentType, "cache-control": "no-store" });
+              res.end(text);
+            },
+            () => {
+              res.writeHead(500, { "content-type": "text/plain" });
+              res.end("metrics unavailable\n");
+            },
+          );
+          return;
+        default:
+          return json(unknownPath.status, unknownPath.body);
+      }
+    },
+  }).server;
 }

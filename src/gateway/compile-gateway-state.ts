@@ -7,6 +7,7 @@ import {
   type RuleResource,
   type UpstreamResource,
 } from "../domain/config/config-document.js";
+import { headerKey } from "../domain/config/forwarding-headers.js";
 import { readRequestPath } from "../domain/config/request-path.js";
 import { answers, type GatewayAnswer } from "./gateway-answer.js";
 import type { RouteMetrics } from "./gateway-metrics.js";
@@ -85,7 +86,7 @@ export interface CompileOptions {
  */
 const none: readonly never[] = Object.freeze([]);
 const listOrNone = <T>(list: readonly T[]): readonly T[] => (list.length === 0 ? none : list);
-const noNames: ReadonlySet<string> = new Set();
+const noNames: ReadonlyMap<string, string> = new Map();
 
 /**
  * Compiles a GatewayState once: the route table, rules, plugin instances,
@@ -305,7 +306,7 @@ function assembleRoute(
     setCors: (policy) => {
       cors ??= policy;
     },
-    ownHeader: (name) => owned.push(name),
+    ownHeader: (name) => owned.push(headerKey(name)),
     addedHeader: (name) => added.push(name),
     identityHeader: (name) => identityHeaders.push(name),
     rewrite: (rewrite) => rewrites.push(rewrite),
@@ -325,7 +326,7 @@ function assembleRoute(
         cors,
         steps: closed !== undefined ? none : listOrNone(steps.map((s) => s.step)),
         dropHeaders: owned.length === 0 ? alwaysDropped : new Set([...alwaysDropped, ...owned]),
-        addedHeaders: added.length === 0 ? noNames : new Set(added),
+        addedHeaders: added.length === 0 ? noNames : new Map(added.map((name) => [headerKey(name), name])),
         restrictsMethods: route.methods !== undefined,
         identityHeaders: listOrNone(identityHeaders),
         rewrites: listOrNone(rewrites),

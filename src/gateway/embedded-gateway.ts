@@ -37,6 +37,7 @@ export async function startEmbeddedGateway(app: App, platformUrl: string): Promi
       // The platform's own connections share the process's open files.
       sharedDescriptors: config.transport.maxConnections,
       redis: config.gateway.environment.redis,
+      adminHost: config.gateway.environment.adminHost,
     },
     app.logger,
   );

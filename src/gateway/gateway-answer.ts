@@ -104,6 +104,12 @@ export const answers = {
     "malformed_target",
     "the request target is neither an absolute path (/a/b) nor an http or https URL with a host and no user information",
   ),
+  upgradeNotGet: gatewayAnswer(
+    Code.Unimplemented,
+    "method_not_allowed",
+    "a WebSocket opening handshake is a GET (RFC 6455 section 4.1): send the upgrade with GET",
+    { status: 405 },
+  ),
   upgradeWithBody: gatewayAnswer(
     Code.InvalidArgument,
     "upgrade_with_body",

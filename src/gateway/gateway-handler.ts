@@ -20,7 +20,7 @@ import { limitBody } from "./proxy/body-limit.js";
 import type { ClusterRateStore } from "./rate-limit/redis-store.js";
 import { UpstreamTry, type TryOwner } from "./proxy/upstream-try.js";
 import { cookieValue, type HashOn, type Target } from "./upstreams/upstream-pool.js";
-import { connectionOptions, droppedResponseHeaders, upstreamHeaders } from "./proxy/upstream-headers.js";
+import { clientHeaders, connectionOptions, droppedResponseHeaders, upstreamHeaders } from "./proxy/upstream-headers.js";
 import { openWebSocketTunnel } from "./proxy/websocket-tunnel.js";
 import { allowHeaderOf, methodIndex } from "./route-table.js";
 
@@ -40,6 +40,10 @@ export interface GatewayHandlerDeps {
   tunnels: Set<Duplex>;
   /** WebSocket tunnels open at once at most: beyond, an upgrade is refused with 503. */
   maxTunnels: number;
+  /** How long a client may stop reading an answer before the gateway gives up on it (and the upstream request). */
+  sendTimeoutMs: number;
+  /** How long a tunnel may carry nothing either way before it is closed. */
+  tunnelIdleTimeoutMs: number;
   /** Proxies whose forwarding headers are passed on (TRUSTED_PROXIES); from anyone else they are replaced. */
   trustedProxies: TrustedProxies;
   /** Cluster-wide rate limits in Redis (GATEWAY_REDIS_URL); undefined: each gateway counts for itself. */
@@ -145,6 +149,8 @@ export class Exchange implements TryOwner {
   bodyTooLarge = false;
   /** The upstream request's headers, the same on every try. */
   upstreamRequestHeaders: Record<string, string | string[]> | undefined = undefined;
+  /** The client's headers as they go upstream, computed on first use. */
+  clientHeaders: Record<string, string | string[]> | undefined = undefined;
   clientGone = false;
   settled = false;
   /** Set when the upstream failed after its answer had started: the client's connection is cut and the request counts as 502. */
@@ -289,12 +295,24 @@ export class Exchange implements TryOwner {
 
   // --- forwarding -----------------------------------------------------------
 
+  /** Whether the peer is a proxy the operator trusts (TRUSTED_PROXIES): its forwarding headers pass. */
+  trustedPeer(): boolean {
+    const trusted = this.deps.trustedProxies;
+    return trusted.length > 0 && isTrustedProxy(this.peer, trusted);
+  }
+
+  /** The client's headers as they will go upstream (proxy/upstream-headers.ts), read once: rules judge these. */
+  clientView(): Record<string, string | string[]> {
+    this.clientHeaders ??= clientHeaders(this.req.headers, this.route!, this.trustedPeer());
+    return this.clientHeaders;
+  }
+
   /** The headers of the upstream request (proxy/upstream-headers.ts). */
   upstreamHeaders(): Record<string, string | string[]> {
     const req = this.req;
-    return upstreamHeaders(req.headers, this.route!, {
+    return upstreamHeaders(this.clientView(), req.headers, this.route!, {
       peer: this.peer,
-      trustedPeer: this.deps.trustedProxies.length > 0 && isTrustedProxy(this.peer, this.deps.trustedProxies),
+      trustedPeer: this.trustedPeer(),
       proto: "http",
       authority: this.authority,
       requestId: this.requestId,
@@ -437,14 +455,33 @@ export class Exchange implements TryOwner {
   data(_attempt: UpstreamTry, controller: Dispatcher.DispatchController, chunk: Buffer): void {
     const res = this.res!;
     if (!res.write(chunk) && !this.waitingForDrain) {
-      // The client reads slower than the upstream sends: hold the upstream until the client catches up.
+      // The client reads slower than the upstream sends: hold the upstream until the client catches up,
+      // for as long as GATEWAY_SEND_TIMEOUT_MS; a client that stopped reading does not keep both sockets forever.
       this.waitingForDrain = true;
       controller.pause();
+      const stalled = setTimeout(() => {
+        controller.abort(new Error("the client stopped reading the answer"));
+        res.destroy();
+      }, this.deps.sendTimeoutMs);
       res.once("drain", () => {
+        clearTimeout(stalled);
         this.waitingForDrain = false;
         controller.resume();
       });
+      res.once("close", () => clearTimeout(stalled));
     }
+  }
+
+  /** The request's body failed to parse after it was handed on: 400, and the upstream request is abandoned. */
+  malformedBody(): boolean {
+    const attempt = this.current;
+    if (attempt !== undefined) {
+      attempt.abandoned = true;
+      this.controller?.abort(new Error("the client's request body is malformed"));
+    }
+    if (this.res === undefined || this.res.headersSent || this.clientGone) return false;
+    this.answer(answers.malformedRequest, ["connection", "close"]);
+    return true;
   }
 
   ended(_attempt: UpstreamTry, trailers: IncomingHttpHeaders): void {
@@ -501,6 +538,7 @@ export class Exchange implements TryOwner {
         path: upstream.basePath + this.forwardTarget,
         headers: { ...this.upstreamHeaders(), host: hostHeaderOf(upstream) },
         timeoutMs: this.deps.upstreamTimeoutMs,
+        idleTimeoutMs: this.deps.tunnelIdleTimeoutMs,
         answerHeaders: extra,
       },
       {
@@ -583,6 +621,12 @@ function requestIdOf(req: IncomingMessage): string {
 /** The gateway's request and upgrade listeners. */
 export function createGatewayHandler(deps: GatewayHandlerDeps) {
   return {
+    /** A request whose body the parser refused after it was handed on (edge-server.ts). */
+    malformedBody(res: ServerResponse): boolean {
+      const exchange = (res as ServerResponse & { [exchangeOf]?: Exchange })[exchangeOf];
+      return exchange?.malformedBody() ?? false;
+    },
+
     request(req: IncomingMessage, res: ServerResponse): undefined {
       const exchange = new Exchange(deps, req, res, undefined, undefined, requestIdOf(req), performance.now());
       (res as ServerResponse & { [exchangeOf]?: Exchange })[exchangeOf] = exchange;
@@ -599,6 +643,8 @@ export function createGatewayHandler(deps: GatewayHandlerDeps) {
       socket.on("error", () => socket.destroy());
       const compiled = deps.current();
       if (compiled === undefined) return exchange.answer(answers.notConfigured);
+      // RFC 6455 section 4.1: the opening handshake is a GET; any other method would be judged as itself and tunnelled as a GET.
+      if (req.method !== "GET") return exchange.answer(answers.upgradeNotGet, ["allow", "GET"]);
       if (hasBody(req.headers)) return exchange.answer(answers.upgradeWithBody);
       if (deps.tunnels.size >= deps.maxTunnels) return exchange.answer(answers.tooManyTunnels, ["retry-after", "5"]);
       compiled.inFlight++;

@@ -8,6 +8,8 @@ export interface GatewayEnvironment {
   trustedProxies: TrustedProxies;
   /** GATEWAY_REDIS_URL and GATEWAY_REDIS_TIMEOUT_MS (default 50): cluster-wide rate limits; undefined without a URL. */
   redis: { url: string; timeoutMs: number } | undefined;
+  /** GATEWAY_ADMIN_HOST: the admin port's interface (default: the proxy's HOST). */
+  adminHost: string | undefined;
 }
 
 export interface SettingProblem {
@@ -23,6 +25,8 @@ const limitSettings: readonly { name: string; field: keyof EdgeLimits; min: numb
   { name: "GATEWAY_MAX_HEADER_BYTES", field: "maxHeaderBytes", min: 1024, max: 1024 * 1024 },
   { name: "GATEWAY_HEADER_TIMEOUT_MS", field: "headerTimeoutMs", min: 100, max: 600_000 },
   { name: "GATEWAY_REQUEST_TIMEOUT_MS", field: "requestTimeoutMs", min: 100, max: 86_400_000 },
+  { name: "GATEWAY_SEND_TIMEOUT_MS", field: "sendTimeoutMs", min: 100, max: 86_400_000 },
+  { name: "GATEWAY_TUNNEL_IDLE_TIMEOUT_MS", field: "tunnelIdleTimeoutMs", min: 1_000, max: 86_400_000 },
 ];
 
 function readWhole(
@@ -61,10 +65,11 @@ export function readGatewayEnvironment(
     });
   }
   const redis = readRedis(env, problems);
-  if (trustedProxies !== undefined) return { limits, trustedProxies, redis };
+  const adminHost = env.GATEWAY_ADMIN_HOST?.trim() || undefined;
+  if (trustedProxies !== undefined) return { limits, trustedProxies, redis, adminHost };
   const trusted = parseTrustedProxies(env.TRUSTED_PROXIES);
   for (const description of trusted.problems) problems.push({ field: "TRUSTED_PROXIES", description });
-  return { limits, trustedProxies: trusted.proxies, redis };
+  return { limits, trustedProxies: trusted.proxies, redis, adminHost };
 }
 
 function readRedis(env: Record<string, string | undefined>, problems: SettingProblem[]): GatewayEnvironment["redis"] {

@@ -184,6 +184,8 @@ export function createGateway(options: GatewayOptions): Gateway {
     upstreamTimeoutMs,
     tunnels,
     maxTunnels: limits.maxTunnels,
+    sendTimeoutMs: limits.sendTimeoutMs,
+    tunnelIdleTimeoutMs: limits.tunnelIdleTimeoutMs,
     trustedProxies: options.trustedProxies ?? noTrustedProxies,
     clusterRates,
   });
@@ -192,6 +194,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     limits,
     request: handler.request,
     upgrade: handler.upgrade,
+    malformedBody: handler.malformedBody,
     refused: (reason) => metrics.refusedConnection(reason),
   });
   const server: Server = edge.server;

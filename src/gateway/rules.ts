@@ -1,7 +1,7 @@
 import { Code } from "@connectrpc/connect";
-import type { IncomingMessage } from "node:http";
 import { BlockList, isIPv4 } from "node:net";
 import type { RuleResource } from "../domain/config/config-document.js";
+import { isForwardingHeader } from "../domain/config/forwarding-headers.js";
 import { readRequestPath } from "../domain/config/request-path.js";
 import { compileRuleRegex, type RuleRegexMatcher } from "../domain/config/rule-regex.js";
 import { answers, gatewayAnswer, type GatewayAnswer } from "./gateway-answer.js";
@@ -45,15 +45,34 @@ export function compileRule(rule: RuleResource): CompiledRule | { problem: strin
   return { name: rule.name, kind: "ip", blocks, denied };
 }
 
-function ruleMatches(rule: CompiledRule, req: IncomingMessage, path: string, peer: string): boolean {
+/**
+ * The value a header rule judges: the header as the upstream will receive it
+ * from the client (proxy/upstream-headers.ts: a name with `_` or a forged
+ * forwarding header never goes), the gateway's own X-Forwarded-* values, and
+ * for `host` the authority the request is routed by (its Host, or an
+ * absolute-form target's).
+ */
+function headerValue(exchange: Exchange, name: string): string | string[] | undefined {
+  if (name === "host") return exchange.authority;
+  const client = exchange.clientView()[name];
+  if (client !== undefined || !isForwardingHeader(name) || exchange.trustedPeer()) return client;
+  if (name === "x-forwarded-for") return exchange.peer;
+  if (name === "x-forwarded-proto") return "http";
+  if (name === "x-forwarded-host") return exchange.authority;
+  return undefined;
+}
+
+function ruleMatches(rule: CompiledRule, exchange: Exchange, path: string): boolean {
   switch (rule.kind) {
     case "path":
       return path.startsWith(rule.prefix);
-    case "ip":
+    case "ip": {
+      const peer = exchange.peer;
       return peer !== "" && rule.blocks.check(peer, peer.includes(":") ? "ipv6" : "ipv4");
+    }
     case "header": {
       // A header the request does not carry matches no pattern.
-      const value = req.headers[rule.header];
+      const value = headerValue(exchange, rule.header);
       if (value === undefined) return false;
       return rule.regex.test(Array.isArray(value) ? value.join(", ") : value);
     }
@@ -70,9 +89,9 @@ function ruleMatches(rule: CompiledRule, req: IncomingMessage, path: string, pee
 export function rulesStep(deny: readonly CompiledRule[], allow: readonly CompiledRule[]): Step {
   return {
     run(exchange: Exchange): boolean {
-      const { req, path, peer } = exchange;
+      const path = exchange.path;
       for (const rule of deny) {
-        if (ruleMatches(rule, req, path, peer)) {
+        if (ruleMatches(rule, exchange, path)) {
           exchange.answer(rule.denied);
           return false;
         }
@@ -80,7 +99,7 @@ export function rulesStep(deny: readonly CompiledRule[], allow: readonly Compile
       if (allow.length === 0) return true;
       const literal = exchange.literalPath;
       for (const rule of allow) {
-        if (ruleMatches(rule, req, path, peer) && (literal === path || ruleMatches(rule, req, literal, peer))) return true;
+        if (ruleMatches(rule, exchange, path) && (literal === path || ruleMatches(rule, exchange, literal))) return true;
       }
       exchange.answer(answers.noAllowRule);
       return false;

@@ -29,6 +29,8 @@ export interface GatewaySettings {
   trustedProxies?: TrustedProxies;
   /** Open files other parts of the process hold (the platform's connections, for the embedded gateway). */
   sharedDescriptors?: number;
+  /** GATEWAY_ADMIN_HOST: the admin port's interface (default: `host`). */
+  adminHost?: string | undefined;
   /** Cluster-wide rate limits in Redis (GATEWAY_REDIS_URL). */
   redis?: { url: string; timeoutMs: number } | undefined;
 }
@@ -77,6 +79,7 @@ export async function startGateway(settings: GatewaySettings, logger: Logger): P
     ...(settings.trustedProxies !== undefined ? { trustedProxies: settings.trustedProxies } : {}),
     ...(settings.sharedDescriptors !== undefined ? { sharedDescriptors: settings.sharedDescriptors } : {}),
     ...(settings.redis !== undefined ? { redis: settings.redis } : {}),
+    ...(settings.adminHost !== undefined ? { adminHost: settings.adminHost } : {}),
     logger,
   });
   follower = createFollower({

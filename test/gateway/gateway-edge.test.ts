@@ -442,3 +442,145 @@ describe("limits per gateway process", () => {
     expect(connectionBudget(10_000, 1_024, 0)).toBe(64);
   });
 });
+
+describe("what an outside review found after the first round of fixes", () => {
+  test("a WebSocket upgrade with any method but GET is 405: it would be judged as that method and tunnelled as a GET", async () => {
+    for (const method of ["POST", "DELETE", "HEAD", "PURGE"]) {
+      const exchange = await rawExchange(gw.url, [upgradeHead("/pub/upgrade-method").replace(/^GET /, `${method} `)], { quietMs: 100 });
+      expect({ method, statuses: statusesOf(exchange.text) }).toEqual({ method, statuses: [405] });
+    }
+    expect(sawAny("upgrade-method")).toEqual([]);
+  });
+
+  test("every client header with _ in its name is dropped (as nginx does), so no spelling passes beside one a rule or plugin judged", async () => {
+    await send(gw.url, { path: "/pub/underscores", headers: { host: "gw.test", X_Role: "admin", x_custom: "1", content_length: "5" } });
+    const seen = witness.requests.at(-1)!;
+    expect(seen.rawHeaders.filter((_, i) => i % 2 === 0 && seen.rawHeaders[i]!.includes("_"))).toEqual([]);
+  });
+
+  test("client-address and destination headers from a client are not passed on", async () => {
+    const names = [
+      "x-client-ip",
+      "true-client-ip",
+      "cf-connecting-ip",
+      "x-cluster-client-ip",
+      "fastly-client-ip",
+      "x-forwarded",
+      "forwarded-for",
+      "x-original-host",
+      "x-host",
+      "x-envoy-original-path",
+      "x-http-host-override",
+      "x-override-url",
+    ];
+    await send(gw.url, {
+      path: "/pub/client-ip",
+      headers: { host: "gw.test", ...Object.fromEntries(names.map((n) => [n, "203.0.113.99"])) },
+    });
+    const seen = witness.requests.at(-1)!;
+    expect(names.filter((n) => seen.headers[n] !== undefined)).toEqual([]);
+  });
+
+  test("header rules judge the request as it goes upstream: a forged X-Forwarded-For, an absolute-form target's host", async () => {
+    const ruled = await startTestGateway(
+      {},
+      stateFromYaml(`version: 1
+rules:
+  - name: only-office
+    match: {header: x-forwarded-for, regex: "^10\\\\."}
+    action: allow
+  - name: no-internal-host
+    match: {header: host, regex: "^internal"}
+    action: deny
+routes:
+  - name: office
+    path: /office/*
+    upstream: ${witness.url}/r-office
+    rules: [only-office]
+  - name: hosts
+    path: /hosts/*
+    upstream: ${witness.url}/r-hosts
+    rules: [no-internal-host]
+`),
+    );
+    try {
+      expect((await send(ruled.url, { path: "/office/x", headers: { host: "gw.test", "x-forwarded-for": "10.1.2.3" } })).status).toBe(403);
+      const absolute = await rawExchange(ruled.url, ["GET http://internal.example/hosts/x HTTP/1.1\r\n\r\n"], { quietMs: 100 });
+      expect(statusesOf(absolute.text)).toEqual([403]);
+      expect(sawAny("/r-office/", "/r-hosts/")).toEqual([]);
+    } finally {
+      await ruled.close();
+    }
+  });
+
+  test("a client that stops reading an answer is let go after GATEWAY_SEND_TIMEOUT_MS, and so is the upstream request", async () => {
+    const upstreamClosed: string[] = [];
+    witness.handler = (req, res) => {
+      req.resume();
+      res.writeHead(200, { "content-type": "application/octet-stream" });
+      const chunk = Buffer.alloc(64 * 1024, 1);
+      const pump = () => {
+        while (res.write(chunk)) {}
+      };
+      res.on("drain", pump);
+      pump();
+      res.on("close", () => upstreamClosed.push(req.url ?? ""));
+    };
+    const tight = await startTestGateway({ limits: { sendTimeoutMs: 300 } }, stateFromYaml(documentFor(witness.url)));
+    try {
+      const { port } = new URL(tight.url);
+      const socket = connect(Number(port), "127.0.0.1");
+      socket.on("error", () => {});
+      socket.write("GET /pub/never-read HTTP/1.1\r\nHost: gw.test\r\n\r\n");
+      socket.pause(); // reads nothing
+      const deadline = Date.now() + 10_000;
+      while (!upstreamClosed.includes("/r-pub/pub/never-read") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(upstreamClosed).toContain("/r-pub/pub/never-read");
+      socket.destroy();
+    } finally {
+      delete witness.handler;
+      await tight.close();
+    }
+  });
+
+  test("a request body the parser refuses after the request was handed on is answered 400, not a silent close", async () => {
+    witness.handler = (req, res) => {
+      req.on("data", () => {});
+      req.on("error", () => {});
+      req.on("end", () => res.end("ok"));
+    };
+    try {
+      const exchange = await rawExchange(gw.url, [
+        "POST /pub/bad-chunk HTTP/1.1\r\nHost: gw.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+        "zz\r\nnot a chunk\r\n",
+      ]);
+      expect(statusesOf(exchange.text)).toEqual([400]);
+      expect(firstJsonOf(exchange.text).code).toBe("invalid_argument");
+    } finally {
+      delete witness.handler;
+    }
+  });
+
+  test("the admin port has limits of its own: one address holds at most 16 of its connections; others are answered", async () => {
+    const { port } = new URL(gw.adminUrl);
+    const sockets = await Promise.all(
+      Array.from(
+        { length: 40 },
+        () =>
+          new Promise<Socket>((resolve) => {
+            const socket = connect({ host: "127.0.0.1", port: Number(port), localAddress: "127.0.0.9" });
+            socket.on("error", () => {});
+            socket.once("connect", () => resolve(socket));
+            socket.once("close", () => resolve(socket));
+          }),
+      ),
+    );
+    try {
+      for (let i = 0; i < 60 && sockets.filter((s) => !s.destroyed).length > 16; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(sockets.filter((s) => !s.destroyed).length).toBe(16);
+      expect((await fetch(`${gw.adminUrl}/healthz`)).status).toBe(200);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+    }
+  });
+});

@@ -169,8 +169,64 @@ describe("secret references are an admin's privilege", () => {
     const strict = `${secretRouteDocument()}domains:\n  - name: member.example.com\n  - name: other.example.com\n`;
     const plan = await applyOk(server, memberKey, strict, { strict: true });
     expect(plan.created).toEqual(["domains/other.example.com"]);
-    // The route may change in ways that keep the secret where it goes.
-    await applyOk(server, memberKey, secretRouteDocument().replace("path: /secret/*", "path: /moved/*"));
+    // Which requests carry the secret is the admins' to widen: a path behind a shared ingress can be another application.
+    for (const document of [
+      secretRouteDocument().replace("path: /secret/*", "path: /*"),
+      secretRouteDocument().replace("path: /secret/*", "path: /moved/*"),
+      secretRouteDocument().replace("path: /secret/*", "path: /secret/*\n    domains: [member.example.com]"),
+    ]) {
+      const answer = await refusal(await putConfig(server, memberKey, document));
+      expect({ document, status: answer.status, reason: answer.reason }).toEqual({
+        document,
+        status: 403,
+        reason: "secret_reference_needs_admin",
+      });
+    }
+  });
+
+  test("a member may not loosen who can use a secret-bearing route: its rules and credential plugins, or the plugin on another route", async () => {
+    const guarded = secretRouteDocument()
+      .replace(
+        "routes:",
+        "  - name: signed-in\n    type: session-auth\nrules:\n  - name: office\n    match: {ip_cidr: 10.0.0.0/8}\n    action: allow\nroutes:",
+      )
+      .replace("    plugins: [inject-token]", "    plugins: [inject-token, signed-in]\n    rules: [office]");
+    await applyOk(server, adminKey, guarded, { strict: true });
+    for (const document of [
+      guarded.replace("    plugins: [inject-token, signed-in]", "    plugins: [inject-token]"),
+      guarded.replace("    type: session-auth", "    type: session-auth\n    config: {required: false}"),
+      guarded.replace("{ip_cidr: 10.0.0.0/8}", "{ip_cidr: 0.0.0.0/0}"),
+      guarded.replace("    rules: [office]\n", ""),
+      `${guarded}  - name: copy\n    path: /copy/*\n    upstream: http://127.0.0.1:9001\n    plugins: [inject-token]\n`,
+    ]) {
+      const answer = await refusal(await putConfig(server, memberKey, document));
+      expect({ document, status: answer.status, reason: answer.reason }).toEqual({
+        document,
+        status: 403,
+        reason: "secret_reference_needs_admin",
+      });
+    }
+    await applyOk(server, adminKey, guarded.replace("    plugins: [inject-token, signed-in]", "    plugins: [inject-token]"), {
+      strict: true,
+    });
+  });
+
+  test("no plugin may own a header that says who the client is or where the request goes", async () => {
+    for (const config of [
+      "{forward_identity_header: host}",
+      "{forward_identity_header: x-forwarded-for}",
+      "{forward_identity_header: x_original_host}",
+      "{forward_identity_header: content-length}",
+      "{forward_identity_header: authorization}",
+      "{forward_identity_header: x-real-ip}",
+    ]) {
+      const document = `version: 1\nplugins:\n  - name: signed-in\n    type: session-auth\n    config: ${config}\n`;
+      const answer = await refusal(await putConfig(server, adminKey, document));
+      expect({ config, status: answer.status, line: answer.violations[0]?.line }).toEqual({ config, status: 400, line: 5 });
+    }
+    const keyHeader = "version: 1\nplugins:\n  - name: keys\n    type: api-key-auth\n    config: {header: x-forwarded-host}\n";
+    expect((await refusal(await putConfig(server, adminKey, keyHeader))).status).toBe(400);
+    await applyOk(server, adminKey, "version: 1\nplugins:\n  - name: keys\n    type: api-key-auth\n    config: {header: authorization}\n");
   });
 
   test("a member may not change a reference, point its route elsewhere, or add its plugin to another route", async () => {

@@ -23,6 +23,8 @@ const subsetOf = <T>(items: readonly T[]) => fc.subarray([...items]);
 const nonEmptySubsetOf = <T>(items: readonly T[]) => fc.subarray([...items], { minLength: 1 });
 
 const headerName = fc.constantFrom("x-request-id", "x-env", "user-agent", "x-api-key", "accept");
+/** A header a plugin may own (set, or read as a credential): none the gateway sets itself. */
+const ownableHeader = fc.constantFrom("x-identity-id", "x-env", "user-agent", "x-api-key", "accept");
 const origin = fc.constantFrom("https://app.example.com", "http://localhost:3000", "https://a.b.example.org");
 const method = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 
@@ -48,10 +50,10 @@ const pluginConfig = fc.oneof(
       return { type: "cors", config };
     }),
   fc
-    .record({ required: fc.boolean(), forward_identity_header: headerName }, { requiredKeys: [] })
+    .record({ required: fc.boolean(), forward_identity_header: ownableHeader }, { requiredKeys: [] })
     .map((config) => ({ type: "session-auth", config })),
   fc
-    .record({ header: headerName, hide_credentials: fc.boolean() }, { requiredKeys: [] })
+    .record({ header: ownableHeader, hide_credentials: fc.boolean() }, { requiredKeys: [] })
     .map((config) => ({ type: "api-key-auth", config })),
   fc
     .record(

@@ -15,13 +15,15 @@ export const registerGateway: CommandGroup = (program, cli) => {
         "                         (default http://127.0.0.1:8080)\n" +
         "  GATEWAY_PORT, HOST     the proxy's address (default 127.0.0.1:8000)\n" +
         "  GATEWAY_ADMIN_PORT     /healthz, /readyz and /metrics (default: GATEWAY_PORT + 1)\n" +
+        "  GATEWAY_ADMIN_HOST     the admin port's interface (default: HOST; bind it to a private one)\n" +
         "  GATEWAY_CACHE          last-known-good file (default ./data/gateway-<organization_id>.json)\n" +
         "  GATEWAY_ID             its name among the organisation's connected gateways (default host-pid)\n" +
         "  GATEWAY_UPSTREAM_TIMEOUT_MS\n" +
         "                         how long an upstream may take to answer before the gateway answers 504\n" +
         "                         (100 to 600000; default 30000)\n" +
         "  GATEWAY_MAX_CONNECTIONS (10000), GATEWAY_MAX_CONNECTIONS_PER_CLIENT (256), GATEWAY_MAX_TUNNELS (5000),\n" +
-        "  GATEWAY_MAX_HEADER_BYTES (16384), GATEWAY_HEADER_TIMEOUT_MS (10000), GATEWAY_REQUEST_TIMEOUT_MS (300000)\n" +
+        "  GATEWAY_MAX_HEADER_BYTES (16384), GATEWAY_HEADER_TIMEOUT_MS (10000), GATEWAY_REQUEST_TIMEOUT_MS (300000),\n" +
+        "  GATEWAY_SEND_TIMEOUT_MS (60000), GATEWAY_TUNNEL_IDLE_TIMEOUT_MS (300000)\n" +
         "                         limits per gateway process (docs/gateway.md, Limits)\n" +
         "  GATEWAY_REDIS_URL      redis://host:port/db: rate limits of scope cluster, one count across gateways\n" +
         "  GATEWAY_REDIS_TIMEOUT_MS\n" +
@@ -52,7 +54,7 @@ export const registerGateway: CommandGroup = (program, cli) => {
       const dataDir = resolve(env.GATEHOUSE_DATA_DIR?.trim() || "data");
       const upstreamTimeoutMs = readInteger(env.GATEWAY_UPSTREAM_TIMEOUT_MS, "GATEWAY_UPSTREAM_TIMEOUT_MS", 100, 600_000);
       const problems: { field: string; description: string }[] = [];
-      const { limits, trustedProxies, redis } = readGatewayEnvironment(env, problems);
+      const { limits, trustedProxies, redis, adminHost } = readGatewayEnvironment(env, problems);
       const [problem] = problems;
       if (problem !== undefined) throw new CliError("invalid_configuration", `${problem.field} ${problem.description}`);
       const loggers = createLoggers(env.LOG_LEVEL?.trim() || "info");
@@ -69,6 +71,7 @@ export const registerGateway: CommandGroup = (program, cli) => {
           limits,
           trustedProxies,
           redis,
+          adminHost,
         },
         loggers.app,
       );

@@ -1,5 +1,6 @@
 import { checkHeaderName, checkHeaderValue, describeValue } from "./config-checks.js";
 import { httpMethods, type ConfigValue } from "./config-document.js";
+import { headerKey, isForwardingHeader } from "./forwarding-headers.js";
 import type { PathSegment, PathViolations } from "./path-violations.js";
 
 /**
@@ -67,6 +68,32 @@ export function isForbiddenRewriteHeader(name: string): boolean {
   const canonical = name.toLowerCase().replaceAll("_", "-");
   return protectedHeaders.has(canonical) || canonical.startsWith("x-forwarded-");
 }
+
+/** Why a plugin may not own this header (set it, or read it as a credential to hide), or undefined. */
+function ownershipProblem(value: string, alsoRefused: readonly string[]): string | undefined {
+  const key = headerKey(value);
+  return isForbiddenRewriteHeader(value) ||
+    isForwardingHeader(value) ||
+    key === "x-request-id" ||
+    key === "via" ||
+    alsoRefused.includes(key)
+    ? `the ${value.toLowerCase()} header is the gateway's, frames the request, or says who the client is or where the request goes: name another header (e.g. "x-identity-id")`
+    : undefined;
+}
+
+/** api-key-auth's header: any but those the gateway owns, frames the message with, or that say who the client is or where the request goes. */
+export const credentialHeader: StringField = {
+  type: "string",
+  check: (value) => checkHeaderName(value) ?? ownershipProblem(value, []),
+  canonical: (value) => value.toLowerCase(),
+};
+
+/** session-auth's forward_identity_header: as credentialHeader, and not a credential of the client's own (Authorization, Cookie). */
+export const identityHeaderName: StringField = {
+  type: "string",
+  check: (value) => checkHeaderName(value) ?? ownershipProblem(value, ["authorization", "cookie"]),
+  canonical: (value) => value.toLowerCase(),
+};
 
 export const modifiableHeader: StringField = {
   type: "string",

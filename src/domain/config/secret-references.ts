@@ -1,4 +1,5 @@
 import { DomainError } from "../errors.js";
+import { destinationHeaders, isDestinationHeader } from "./forwarding-headers.js";
 import { namePattern } from "./config-checks.js";
 import type { CanonicalResource, PluginResource, RouteResource, UpstreamResource } from "./config-document.js";
 import type { PathViolation } from "./path-violations.js";
@@ -98,8 +99,10 @@ export function pluginsReferencing(resources: readonly CanonicalResource[], secr
  * by pointing a route elsewhere, not by editing the targets of the upstream
  * it names, not by adding the plugin to another route, and not by such a
  * header (a shared ingress or CDN routes by them; docs/security.md, "The
- * gateway"). Other headers, and how an upstream balances, retries and times
- * out, stay a member's to change.
+ * gateway"); nor widen which requests carry it (the route's path, domains,
+ * methods, rules and credential checks), nor give the plugin to another route.
+ * Other headers, and how an upstream balances, retries and times out, stay a
+ * member's to change.
  */
 function secretFacts(resources: readonly CanonicalResource[]): Map<string, string> {
   const facts = new Map<string, string>();
@@ -114,6 +117,16 @@ function secretFacts(resources: readonly CanonicalResource[]): Map<string, strin
     byPlugin.set(p.plugin, [...(byPlugin.get(p.plugin) ?? []), p]);
   }
   const destinationOf = destinations(resources);
+  /** Specs of rules, and of the plugins that decide who may use a route (api-key-auth, session-auth), by name. */
+  const ruleSpecs = new Map<string, string>();
+  const checkSpecs = new Map<string, string>();
+  for (const resource of resources) {
+    if (resource.kind === "rules") ruleSpecs.set(resource.name, resource.spec);
+    if (resource.kind === "plugins") {
+      const type = parsed<PluginResource>(resource).type;
+      if (type === "api-key-auth" || type === "session-auth") checkSpecs.set(resource.name, resource.spec);
+    }
+  }
   /** Per request-headers plugin, what it does to headers that choose where a request lands. */
   const redirects = new Map<string, [string, string, unknown][]>();
   for (const resource of resources) {
@@ -149,6 +162,21 @@ function secretFacts(resources: readonly CanonicalResource[]): Map<string, strin
       }
     }
     if (secrets.size === 0 || destination === undefined) continue;
+    // Which requests the route sends the secret with: its path, domains and methods, its rules and its
+    // credential checks. A member may not widen that (nor give the plugin to another route).
+    const gate = JSON.stringify({
+      path: route.path,
+      domains: route.domains ?? null,
+      methods: route.methods ?? null,
+      rules: (route.rules ?? []).map((name) => [name, ruleSpecs.get(name) ?? null]),
+      checks: (route.plugins ?? []).filter((name) => checkSpecs.has(name)).map((name) => [name, checkSpecs.get(name)]),
+    });
+    for (const secret of secrets) {
+      facts.set(
+        JSON.stringify(["gate", route.name, secret, gate]),
+        `route "${route.name}" would send secret "${secret}" with other requests than before (its path, domains, methods, rules or credential plugins differ)`,
+      );
+    }
     // What the route's plugins do to destination-selecting headers, in the order they apply.
     const changes = (route.plugins ?? []).flatMap((name) => redirects.get(name) ?? []);
     for (const secret of secrets) {
@@ -199,24 +227,8 @@ function destinations(resources: readonly CanonicalResource[]): (upstream: strin
   };
 }
 
-/**
- * Request headers by which the servers behind an upstream (a shared ingress,
- * a CDN, a framework) choose the site or the path a request reaches, besides
- * Host and X-Forwarded-*, which no plugin may change at all.
- */
-const destinationHeaders: ReadonlySet<string> = new Set([
-  "forwarded",
-  "x-original-host",
-  "x-host",
-  "x-forwarded-server",
-  "x-original-url",
-  "x-original-uri",
-  "x-rewrite-url",
-  "x-envoy-original-path",
-]);
-
 function selectsDestination(header: string): boolean {
-  return destinationHeaders.has(header.toLowerCase().replaceAll("_", "-"));
+  return isDestinationHeader(header);
 }
 
 export interface SecretReferenceCheck {

@@ -1,13 +1,13 @@
 import { Code } from "@connectrpc/connect";
 import { createHash } from "node:crypto";
-import { headerName, type PluginSchema } from "../../domain/config/plugin-fields.js";
+import { credentialHeader, type PluginSchema } from "../../domain/config/plugin-fields.js";
 import { gatewayAnswer, type GatewayAnswer } from "../gateway-answer.js";
 import type { Exchange } from "../gateway-handler.js";
 import { stages, type GatewayPlugin } from "./plugin.js";
 
 const schema: PluginSchema = {
   fields: [
-    { name: "header", field: headerName, about: 'request header that carries the key (default "x-api-key")' },
+    { name: "header", field: credentialHeader, about: 'request header that carries the key (default "x-api-key")' },
     { name: "hide_credentials", field: { type: "boolean" }, about: "remove the key before forwarding to the upstream" },
   ],
 };

@@ -1,4 +1,5 @@
 import type { PluginSchema } from "../../domain/config/plugin-fields.js";
+import { clientBucketOf } from "../../server/client-address.js";
 import { rateLimitedAnswer } from "../gateway-answer.js";
 import type { Exchange } from "../gateway-handler.js";
 import { createRateLimiter, type RateDecision, type RateLimiter } from "../rate-limit/local-limiter.js";
@@ -43,13 +44,18 @@ export interface RouteLimit {
 /** Scratch space for decisions: each is filled and read within one synchronous step. */
 const decision: RateDecision = { allowed: true, limit: 0, remaining: 0, resetSeconds: 0, retryAfterSeconds: 0 };
 
-/** The client a limit counts: the consumer when a key authenticated it, else the identity, else the peer address. */
+/**
+ * The client a limit counts: the consumer when a key authenticated it, else
+ * the identity, else the peer address, an IPv6 peer by its /64 (one host
+ * usually holds a whole /64 and could otherwise take a fresh address per
+ * request; RFC 4291 section 2.5.1).
+ */
 export function rateClientOf(exchange: Exchange): string {
   return exchange.consumerId !== undefined
     ? `c:${exchange.consumerId}`
     : exchange.identityId !== undefined
       ? `i:${exchange.identityId}`
-      : `a:${exchange.peer}`;
+      : `a:${exchange.peer.includes(":") ? clientBucketOf(exchange.peer) : exchange.peer}`;
 }
 
 /** Adds the RateLimit headers (the tightest limit's) to the route's answers. */

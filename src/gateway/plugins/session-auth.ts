@@ -1,4 +1,4 @@
-import { headerName, type PluginSchema } from "../../domain/config/plugin-fields.js";
+import { identityHeaderName, type PluginSchema } from "../../domain/config/plugin-fields.js";
 import { answers } from "../gateway-answer.js";
 import type { Exchange } from "../gateway-handler.js";
 import type { VerifiedSession } from "../session-verifier.js";
@@ -7,7 +7,7 @@ import { stages, type GatewayPlugin } from "./plugin.js";
 const schema: PluginSchema = {
   fields: [
     { name: "required", field: { type: "boolean" }, about: "when false, requests without a session pass through (default true)" },
-    { name: "forward_identity_header", field: headerName, about: "request header that carries the identity id to the upstream" },
+    { name: "forward_identity_header", field: identityHeaderName, about: "request header that carries the identity id to the upstream" },
   ],
 };
 

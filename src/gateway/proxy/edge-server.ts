@@ -25,6 +25,10 @@ export interface EdgeLimits {
   readonly requestTimeoutMs: number;
   /** How long an idle keep-alive connection stays open (default 5 s). */
   readonly keepAliveTimeoutMs: number;
+  /** How long a client may stop reading an answer before the gateway gives up on it (GATEWAY_SEND_TIMEOUT_MS, default 60 s). */
+  readonly sendTimeoutMs: number;
+  /** How long a WebSocket tunnel may carry nothing either way before it is closed (GATEWAY_TUNNEL_IDLE_TIMEOUT_MS, default 300 s). */
+  readonly tunnelIdleTimeoutMs: number;
 }
 
 export const defaultEdgeLimits: EdgeLimits = {
@@ -35,6 +39,22 @@ export const defaultEdgeLimits: EdgeLimits = {
   headerTimeoutMs: 10_000,
   requestTimeoutMs: 300_000,
   keepAliveTimeoutMs: 5_000,
+  sendTimeoutMs: 60_000,
+  tunnelIdleTimeoutMs: 300_000,
+};
+
+/**
+ * The admin port's limits: a handful of scrapers and probes, never the
+ * clients of the routes. One address cannot hold more than a few of its
+ * connections, so it cannot starve the probes or the process's descriptors.
+ */
+export const adminEdgeLimits: EdgeLimits = {
+  ...defaultEdgeLimits,
+  maxConnections: 256,
+  maxConnectionsPerClient: 16,
+  maxTunnels: 0,
+  headerTimeoutMs: 5_000,
+  requestTimeoutMs: 10_000,
 };
 
 /**
@@ -75,13 +95,20 @@ export interface EdgeServerDeps {
   request(req: IncomingMessage, res: ServerResponse): void;
   /** A WebSocket upgrade (Upgrade: websocket): the socket is the handler's. */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+  /**
+   * The body of a request being answered turned out malformed (a chunk the
+   * parser refused): the handler answers 400 if its answer has not started.
+   * False when it could not (the connection is then closed).
+   */
+  malformedBody?(res: ServerResponse): boolean;
   /** Counts connections refused by a limit. */
   refused(reason: "connections" | "client_connections"): void;
 }
 
 const counted = Symbol("gatehouse edge: counted connection");
 const busy = Symbol("gatehouse edge: answering");
-type EdgeSocket = Socket & { [counted]?: boolean; [busy]?: number };
+const answering = Symbol("gatehouse edge: the response being written");
+type EdgeSocket = Socket & { [counted]?: boolean; [busy]?: number; [answering]?: ServerResponse };
 
 const parserAnswers: Record<number, GatewayAnswer> = {
   400: answers.malformedRequest,
@@ -184,8 +211,10 @@ export function createEdgeServer(deps: EdgeServerDeps): EdgeServer {
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
     const socket = req.socket as EdgeSocket;
     socket[busy] = (socket[busy] ?? 0) + 1;
+    socket[answering] = res;
     res.once("close", () => {
       socket[busy] = (socket[busy] ?? 1) - 1;
+      if (socket[answering] === res) socket[answering] = undefined;
     });
     deps.request(req, res);
   });
@@ -218,9 +247,14 @@ export function createEdgeServer(deps: EdgeServerDeps): EdgeServer {
 
   server.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) => {
     const edge = socket as EdgeSocket;
-    if (error.code === "ECONNRESET" || !socket.writable || (edge[busy] ?? 0) > 0) {
-      // Nothing to answer to, or an answer is already being written on this connection.
+    if (error.code === "ECONNRESET" || !socket.writable) {
       socket.destroy();
+      return;
+    }
+    if ((edge[busy] ?? 0) > 0) {
+      // The request was handed on and its body failed: answered 400 unless its answer already began.
+      const res = edge[answering];
+      if (res === undefined || res.headersSent || deps.malformedBody?.(res) !== true) socket.destroy();
       return;
     }
     const answer = parserAnswers[statusOfClientError(error.code)] ?? answers.malformedRequest;

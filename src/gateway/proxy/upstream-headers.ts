@@ -1,4 +1,7 @@
 import type { IncomingHttpHeaders } from "node:http";
+import { isForwardingHeader } from "../../domain/config/forwarding-headers.js";
+
+export { isForwardingHeader };
 
 /**
  * The headers of the request the upstream receives (docs/gateway.md,
@@ -30,23 +33,6 @@ export const alwaysDropped: ReadonlySet<string> = new Set([
 ]);
 
 /**
- * Whether a header says where the request came from or what it first asked
- * for: X-Forwarded-*, Forwarded (RFC 7239), X-Real-IP, and the original-URL
- * fields some frameworks route by (X-Original-URL, X-Rewrite-URL). From a
- * client these are forgeries; only a trusted proxy's are passed on.
- */
-export function isForwardingHeader(name: string): boolean {
-  return (
-    name.startsWith("x-forwarded-") ||
-    name === "forwarded" ||
-    name === "x-real-ip" ||
-    name === "x-original-url" ||
-    name === "x-original-uri" ||
-    name === "x-rewrite-url"
-  );
-}
-
-/**
  * Headers that ask a framework to treat the request as another method
  * (Express method-override, Symfony, ASP.NET): on a route that serves some
  * methods only, they would let a POST act as a DELETE the route refuses.
@@ -55,10 +41,10 @@ const methodOverrides: ReadonlySet<string> = new Set(["x-http-method-override", 
 
 /** What the route decides about the upstream request's headers, compiled once per revision. */
 export interface HeaderPolicy {
-  /** Names never forwarded as sent: alwaysDropped plus those a plugin sets, removes or reads as a credential to hide. */
+  /** Names never forwarded as sent (lower case, `_` as `-`): alwaysDropped plus those a plugin sets, removes or reads as a credential to hide. */
   readonly dropHeaders: ReadonlySet<string>;
-  /** Names a plugin adds to: the client's own value is kept, a variant spelling of the name (`x_tag`) is not. */
-  readonly addedHeaders: ReadonlySet<string>;
+  /** Names a plugin adds to, by their key (`_` as `-`): the client's own value is kept only under the very name the plugin adds. */
+  readonly addedHeaders: ReadonlyMap<string, string>;
   /** Whether the route serves some methods only (method-override headers are then dropped). */
   readonly restrictsMethods: boolean;
   /** Headers that carry the identity id of a verified session. */
@@ -108,43 +94,50 @@ export function connectionOptions(value: string | string[] | undefined): string[
   return names.length === 0 ? undefined : names;
 }
 
-/**
- * A header name as CGI-style servers read it: `x_identity_id` and
- * `x-identity-id` are both HTTP_X_IDENTITY_ID to WSGI, Rack and PHP, so a
- * name is compared with `_` read as `-`.
- */
-function dashed(name: string): string {
-  return name.includes("_") ? name.replaceAll("_", "-") : name;
-}
-
 function append(out: Record<string, string | string[]>, name: string, value: string): void {
   const existing = out[name];
   out[name] = existing === undefined ? value : Array.isArray(existing) ? [...existing, value] : [existing, value];
 }
 
+/**
+ * The client's headers as they go upstream, before the gateway's own and the
+ * plugins' (header rules judge this view: rules.ts), then completed by
+ * `completeHeaders`.
+ *
+ * A name with `_` is dropped whatever it is (as nginx does by default): WSGI,
+ * Rack and PHP read `x_identity_id` as `x-identity-id`, so such a name could
+ * stand for any header the gateway owns, or one a rule judged under its other
+ * spelling.
+ */
+export function clientHeaders(source: IncomingHttpHeaders, policy: HeaderPolicy, trusted: boolean): Record<string, string | string[]> {
+  const drop = policy.dropHeaders;
+  const added = policy.addedHeaders;
+  const named = connectionOptions(source.connection);
+  const out: Record<string, string | string[]> = {};
+  for (const name in source) {
+    const value = source[name];
+    if (value === undefined || name.includes("_")) continue;
+    if (drop.has(name) || named?.includes(name)) continue;
+    if (!trusted && isForwardingHeader(name)) continue;
+    if (policy.restrictsMethods && methodOverrides.has(name)) continue;
+    if (added.size > 0) {
+      const adds = added.get(name);
+      if (adds !== undefined && adds !== name) continue;
+    }
+    out[name] = value;
+  }
+  return out;
+}
+
+/** Adds the forwarding headers and the plugins' changes to a copy of the client's headers (clientHeaders). */
 export function upstreamHeaders(
+  client: Record<string, string | string[]>,
   source: IncomingHttpHeaders,
   policy: HeaderPolicy,
   facts: ForwardingFacts,
 ): Record<string, string | string[]> {
-  const drop = policy.dropHeaders;
-  const named = connectionOptions(source.connection);
   const trusted = facts.trustedPeer;
-  const out: Record<string, string | string[]> = {};
-  for (const name in source) {
-    const value = source[name];
-    if (value === undefined) continue;
-    const canonical = dashed(name);
-    if (drop.has(canonical) || named?.includes(name)) continue;
-    if (
-      canonical !== name &&
-      (isForwardingHeader(canonical) || methodOverrides.has(canonical) || canonical === "via" || policy.addedHeaders.has(canonical))
-    )
-      continue;
-    if (!trusted && isForwardingHeader(name)) continue;
-    if (policy.restrictsMethods && methodOverrides.has(name)) continue;
-    out[name] = value;
-  }
+  const out: Record<string, string | string[]> = { ...client };
   const forwardedFor = trusted ? source["x-forwarded-for"] : undefined;
   out["x-forwarded-for"] = typeof forwardedFor === "string" && forwardedFor !== "" ? `${forwardedFor}, ${facts.peer}` : facts.peer;
   if (!trusted || out["x-forwarded-proto"] === undefined) out["x-forwarded-proto"] = facts.proto;

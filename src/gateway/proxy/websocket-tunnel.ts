@@ -23,6 +23,8 @@ export interface TunnelRequest {
   readonly headers: Record<string, string | string[]>;
   /** How long the upstream may take to connect and answer its head. */
   readonly timeoutMs: number;
+  /** How long an open tunnel may carry nothing either way before it is closed. */
+  readonly idleTimeoutMs: number;
   /** Headers added to whatever the client receives: [name, value, ...]. */
   readonly answerHeaders: readonly string[];
 }
@@ -106,6 +108,8 @@ export function openWebSocketTunnel(tunnel: TunnelRequest, events: TunnelEvents)
       events.closed();
     });
     client.once("close", () => socket.destroy());
+    // Everything either side sends passes through the client's socket: its idleness is the tunnel's.
+    if ("setTimeout" in client && typeof client.setTimeout === "function") (client as Socket).setTimeout(tunnel.idleTimeoutMs, close);
     events.opened();
   });
 
