@@ -88,6 +88,8 @@ export interface App {
   identity(): Identity;
   /** Tells every instance to stop trusting cached credentials (after a revocation written outside the API). */
   credentialsChanged(): Promise<void>;
+  /** The organisation created first (by `gatehouse init` or the first start): the one the embedded gateway serves. */
+  firstOrganizationId(): Promise<string | undefined>;
   listen(): Promise<Listening>;
   /** Stops accepting connections, lets requests in flight finish, closes the database. */
   close(): Promise<void>;
@@ -217,6 +219,10 @@ export async function createApp(options: AppOptions): Promise<App> {
     gatewayCredentials: gatewayCredentialsFor(deps),
     identity: () => identityFor(deps),
     credentialsChanged: deps.credentialsChanged,
+    async firstOrganizationId() {
+      const [first] = await tenancyStore.listOrganizations();
+      return first?.id;
+    },
     async initialize() {
       try {
         return await tenancy.initialize();

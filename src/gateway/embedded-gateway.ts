@@ -1,6 +1,16 @@
-import type { App } from "../app.js";
-import { createTenancyStore } from "../storage/tenancy-store.js";
+import type { Config } from "../config.js";
+import type { GatewayCredentials } from "../domain/gateway/gateway-credentials.js";
+import type { Logger } from "../server/logger.js";
 import { startGateway, type RunningGateway } from "./start-gateway.js";
+
+/** What the embedded gateway needs of the platform beside it: its settings, a logger, and gateway keys. */
+export interface EmbeddedGatewayDeps {
+  config: Pick<Config, "host" | "dataDir" | "gateway" | "transport">;
+  logger: Logger;
+  gatewayCredentials: Pick<GatewayCredentials, "listGatewayKeys" | "revokeGatewayKey" | "createGatewayKey">;
+  /** The organisation it serves: the one created first. */
+  firstOrganizationId(): Promise<string | undefined>;
+}
 
 /** The name of the gateway key `gatehouse serve` makes for its own gateway. */
 export const embeddedGatewayKeyName = "embedded gateway (gatehouse serve)";
@@ -13,16 +23,16 @@ export const embeddedGatewayKeyName = "embedded gateway (gatehouse serve)";
  * stored only hashed, so each start makes a fresh one and revokes the one
  * the previous start made. Undefined when it is off or there is no organisation yet.
  */
-export async function startEmbeddedGateway(app: App, platformUrl: string): Promise<RunningGateway | undefined> {
-  const { config } = app;
+export async function startEmbeddedGateway(deps: EmbeddedGatewayDeps, platformUrl: string): Promise<RunningGateway | undefined> {
+  const { config } = deps;
   if (config.gateway.port === "off") return undefined;
-  const [organization] = await createTenancyStore(app.database.client).listOrganizations();
-  if (!organization) return undefined;
-  const credentials = app.gatewayCredentials;
-  for (const key of await credentials.listGatewayKeys(organization.id)) {
-    if (key.name === embeddedGatewayKeyName) await credentials.revokeGatewayKey(organization.id, key.id);
+  const organizationId = await deps.firstOrganizationId();
+  if (organizationId === undefined) return undefined;
+  const credentials = deps.gatewayCredentials;
+  for (const key of await credentials.listGatewayKeys(organizationId)) {
+    if (key.name === embeddedGatewayKeyName) await credentials.revokeGatewayKey(organizationId, key.id);
   }
-  const { gatewayKey } = await credentials.createGatewayKey({ organizationId: organization.id, name: embeddedGatewayKeyName });
+  const { gatewayKey } = await credentials.createGatewayKey({ organizationId, name: embeddedGatewayKeyName });
   return startGateway(
     {
       host: config.host,
@@ -39,6 +49,6 @@ export async function startEmbeddedGateway(app: App, platformUrl: string): Promi
       redis: config.gateway.environment.redis,
       adminHost: config.gateway.environment.adminHost,
     },
-    app.logger,
+    deps.logger,
   );
 }

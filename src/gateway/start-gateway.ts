@@ -3,7 +3,7 @@ import { DomainError } from "../domain/errors.js";
 import { isGatewayId } from "../domain/gateway/watch-gateway.js";
 import type { TrustedProxies } from "../server/client-address.js";
 import type { Logger } from "../server/logger.js";
-import { createFollower, type Follower } from "./follower.js";
+import { createFollower, type Follower } from "./follower/follower.js";
 import { createGateway, type GatewayAddresses } from "./gateway.js";
 import type { EdgeLimits } from "./proxy/edge-server.js";
 

@@ -4,7 +4,7 @@ import { GatewayService, type WatchGatewayResponse } from "../../gen/svc/v1/gate
 import { systemClock } from "../../src/domain/clock.js";
 import { systemRandom } from "../../src/crypto/tokens.js";
 import type { GatewayCredentials } from "../../src/domain/gateway/gateway-credentials.js";
-import { createFollower, type Follower, type FollowerOptions } from "../../src/gateway/follower.js";
+import { createFollower, type Follower, type FollowerOptions } from "../../src/gateway/follower/follower.js";
 import type { GatewayState } from "../../src/gateway/gateway-state.js";
 import { gatewayCredentialsFor } from "../../src/handlers/gateway-service.js";
 import { createChangeFeed } from "../../src/storage/change-feed.js";

@@ -1,13 +1,14 @@
-import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { WatchGatewayResponse } from "../../gen/svc/v1/gateway_pb.js";
-import { hashToken } from "../crypto/tokens.js";
-import type { ConfigDocument } from "../domain/config/config-document.js";
-import { readConfigDocument } from "../domain/config/read-config-document.js";
-import { cacheFileIn, findCacheFile, readCacheFile, writeCacheFile, type GatewayCache } from "./cache-file.js";
-import { createControlPlanes, isRefusal, type ControlPlaneEndpoint } from "./control-plane.js";
-import type { Consumer, GatewayState, JsonWebKeyLike } from "./gateway-state.js";
-import { createSecretResolver, type SecretResolver } from "./secret-resolver.js";
+import type { WatchGatewayResponse } from "../../../gen/svc/v1/gateway_pb.js";
+import { hashToken } from "../../crypto/tokens.js";
+import type { ConfigDocument } from "../../domain/config/config-document.js";
+import { readConfigDocument } from "../../domain/config/read-config-document.js";
+import { createControlPlanes, isRefusal, type ControlPlaneEndpoint } from "../control-plane.js";
+import type { GatewayState } from "../gateway-state.js";
+import { createSecretResolver } from "../secret-resolver.js";
+import { createCachePersister } from "./cache-persister.js";
+import { applyEvent, knowledgeOfSnapshot, referencedVersions, stateOf, type Knowledge } from "./knowledge.js";
+import { createSecretValues } from "./secret-values.js";
 
 /** Where the follower writes its logs (a pino logger fits). Never given a secret value or a key. */
 export interface FollowerLogger {
@@ -73,29 +74,6 @@ export interface Follower {
   state(): GatewayState | undefined;
 }
 
-interface ReferencedVersion {
-  environment: string;
-  name: string;
-  version: number;
-}
-
-/** What the follower knows, from the stream (or the cache file); secret values are kept apart. */
-interface Knowledge {
-  organizationId: string;
-  issuer: string;
-  audience: string;
-  revision: number;
-  yaml: string;
-  document: ConfigDocument;
-  jwks: JsonWebKeyLike[];
-  /** Session id -> expiry (epoch ms). */
-  revoked: Map<string, number>;
-  /** Consumer id -> consumer with the hex SHA-256 of its key. */
-  consumers: Map<string, { name: string; hash: string }>;
-  /** `<environment>/<name>` -> the version the control plane announced (0: absent). */
-  secrets: Map<string, ReferencedVersion>;
-}
-
 const defaultHeartbeatSeconds = 20;
 
 /**
@@ -119,10 +97,8 @@ export function createFollower(options: FollowerOptions): Follower {
   const random = options.random ?? Math.random;
   const clock = options.now ?? Date.now;
 
-  let resolver: SecretResolver | undefined;
+  let secretValues: ReturnType<typeof createSecretValues> | undefined;
   let knowledge: Knowledge | undefined;
-  /** Values of referenced secrets by `<environment>/<name>`; null: that version cannot go into a header. */
-  const values = new Map<string, { version: number; value: string | null }>();
   let current: GatewayState | undefined;
   const status: FollowerStatus = {
     ready: false,
@@ -148,8 +124,6 @@ export function createFollower(options: FollowerOptions): Follower {
     return next;
   };
 
-  // ------------------------------------------------------------------ state
-
   function validate(yaml: string, revision: number): ConfigDocument | undefined {
     try {
       return readConfigDocument(yaml).document;
@@ -162,36 +136,25 @@ export function createFollower(options: FollowerOptions): Follower {
     }
   }
 
+  const cache = createCachePersister({
+    cacheFile: options.cacheFile,
+    keyHash,
+    clock,
+    validate,
+    warn: (object, message) => logger.warn(object, message),
+  });
+
+  /** Hands the data plane a new state from what is known now. */
   function emit(): void {
     const k = knowledge;
-    if (!k) return;
+    if (!k || !secretValues) return;
     const now = clock();
-    for (const [sid, expiresAt] of k.revoked) if (expiresAt <= now) k.revoked.delete(sid);
-    const consumers = new Map<string, Consumer>();
-    for (const [id, c] of k.consumers) consumers.set(c.hash, Object.freeze({ id, name: c.name }));
-    const secrets = new Map<string, string>();
-    const unresolved: string[] = [];
-    for (const [key, ref] of k.secrets) {
-      const held = values.get(key);
-      if (ref.version > 0 && held && held.value !== null) secrets.set(key, held.value);
-      else unresolved.push(key);
-    }
-    const state: GatewayState = Object.freeze({
-      organizationId: k.organizationId,
-      issuer: k.issuer,
-      audience: k.audience,
-      revision: k.revision,
-      document: k.document,
-      jwks: Object.freeze({ keys: Object.freeze(k.jwks.map((key) => Object.freeze({ ...key }))) }),
-      revokedSessions: new Map(k.revoked),
-      consumers,
-      secrets,
-    });
+    const { state, unresolved } = stateOf(k, secretValues.values, now);
     current = state;
     status.ready = true;
     status.organizationId = k.organizationId;
     status.revision = k.revision;
-    status.unresolvedSecrets = unresolved.sort();
+    status.unresolvedSecrets = unresolved;
     status.lastStateAt = new Date(now);
     try {
       options.onState(state);
@@ -200,130 +163,27 @@ export function createFollower(options: FollowerOptions): Follower {
     }
   }
 
-  // ------------------------------------------------------------------ cache file
-
-  let writing: Promise<void> | undefined;
-  let writeAgain = false;
-
-  function cachePath(organizationId: string): string | undefined {
-    const target = options.cacheFile;
-    if (target === undefined) return undefined;
-    return typeof target === "string" ? target : cacheFileIn(target.directory, organizationId);
-  }
-
-  function toCache(k: Knowledge): GatewayCache {
-    return {
-      format: 1,
-      gateway_key_sha256: keyHash,
-      organization_id: k.organizationId,
-      issuer: k.issuer,
-      audience: k.audience,
-      revision: k.revision,
-      yaml: k.yaml,
-      signing_keys: k.jwks.map((key) => ({ ...key })),
-      revoked_sessions: [...k.revoked].map(([sessionId, expiresAt]) => ({
-        session_id: sessionId,
-        expires_at: new Date(expiresAt).toISOString(),
-      })),
-      consumers: [...k.consumers].map(([id, c]) => ({ consumer_id: id, name: c.name, key_sha256: c.hash })),
-      // Names and versions only: values live in memory and nowhere else.
-      secrets: [...k.secrets.values()].map((s) => ({ environment: s.environment, name: s.name, version: s.version })),
-      saved_at: new Date(clock()).toISOString(),
-    };
-  }
-
-  /** Writes the cache file soon; writes that pile up while one is under way become one more. */
   function persist(): void {
-    const k = knowledge;
-    const path = k && cachePath(k.organizationId);
-    if (!k || !path) return;
-    if (writing) {
-      writeAgain = true;
-      return;
-    }
-    writing = (async () => {
-      do {
-        writeAgain = false;
-        const latest = knowledge as Knowledge;
-        try {
-          await writeCacheFile(cachePath(latest.organizationId) as string, toCache(latest));
-        } catch (error) {
-          logger.warn({ err: error instanceof Error ? error.message : String(error) }, "could not write the gateway cache file");
-        }
-      } while (writeAgain && !closed);
-    })().finally(() => {
-      writing = undefined;
-    });
+    if (knowledge) cache.persist(knowledge);
   }
 
   async function loadCache(): Promise<void> {
-    const target = options.cacheFile;
-    if (target === undefined) return;
-    let cache: GatewayCache | undefined;
-    try {
-      if (typeof target === "string") cache = await readCacheFile(target);
-      else cache = (await findCacheFile(target.directory, keyHash))?.cache;
-    } catch (error) {
-      logger.warn({ err: error instanceof Error ? error.message : String(error) }, "ignoring an unreadable gateway cache file");
-      return;
-    }
-    if (!cache) return;
-    const document = validate(cache.yaml, cache.revision);
-    if (!document) return;
-    knowledge = {
-      organizationId: cache.organization_id,
-      issuer: cache.issuer,
-      audience: cache.audience,
-      revision: cache.revision,
-      yaml: cache.yaml,
-      document,
-      jwks: cache.signing_keys,
-      revoked: new Map(cache.revoked_sessions.map((s) => [s.session_id, Date.parse(s.expires_at)])),
-      consumers: new Map(cache.consumers.map((c) => [c.consumer_id, { name: c.name, hash: c.key_sha256 }])),
-      secrets: new Map(cache.secrets.map((s) => [`${s.environment}/${s.name}`, s])),
-    };
+    const cached = await cache.load();
+    if (!cached) return;
+    knowledge = cached;
     status.source = "cache";
     logger.info(
-      { organizationId: cache.organization_id, revision: cache.revision },
+      { organizationId: cached.organizationId, revision: cached.revision },
       "serving the cached configuration until a control plane answers",
     );
     emit();
   }
 
-  // ------------------------------------------------------------------ secrets
-
-  /** Retrieves referenced secrets whose announced version is newer than the value held; forgets unreferenced ones. */
+  /** Retrieves the referenced secrets the held values miss; tries again in a second when one could not be had. */
   async function resolveSecrets(endpoint: ControlPlaneEndpoint): Promise<void> {
-    const k = knowledge;
-    if (!k || !resolver) return;
-    for (const key of values.keys()) {
-      const ref = k.secrets.get(key);
-      if (!ref || ref.version === 0) values.delete(key);
-    }
-    const wanted = new Map<string, string[]>();
-    for (const [key, ref] of k.secrets) {
-      if (ref.version === 0) continue;
-      const held = values.get(key);
-      if (held && held.version >= ref.version) continue;
-      wanted.set(ref.environment, [...(wanted.get(ref.environment) ?? []), ref.name]);
-    }
-    let failed = false;
-    for (const [environment, names] of wanted) {
-      const retrieve = (request: { environment: string; names: readonly string[]; publicKeyPem: string }) =>
-        endpoint.retrieve(request, stream?.signal);
-      try {
-        const resolved = await resolveOrOneByOne(resolver, retrieve, environment, names);
-        for (const secret of resolved) values.set(`${secret.environment}/${secret.name}`, { version: secret.version, value: secret.value });
-        if (resolved.length < names.length) failed = true;
-      } catch (error) {
-        failed = true;
-        logger.warn(
-          { environment, names, err: ConnectError.from(error).message },
-          "could not retrieve referenced secrets; routes that need them answer 503 until they resolve",
-        );
-      }
-    }
-    if (failed) scheduleSecretRetry(endpoint);
+    if (!knowledge || !secretValues) return;
+    const complete = await secretValues.resolve(knowledge, endpoint, stream?.signal);
+    if (!complete) scheduleSecretRetry(endpoint);
   }
 
   function scheduleSecretRetry(endpoint: ControlPlaneEndpoint): void {
@@ -341,6 +201,7 @@ export function createFollower(options: FollowerOptions): Follower {
 
   // ------------------------------------------------------------------ the stream
 
+  /** Applies one message of the stream to what is known, then hands the data plane the new state. */
   async function apply(message: WatchGatewayResponse, endpoint: ControlPlaneEndpoint): Promise<void> {
     const event = message.event;
     switch (event.case) {
@@ -359,36 +220,13 @@ export function createFollower(options: FollowerOptions): Follower {
           resync = true;
           throw new Error("the control plane sent no document for a revision this gateway does not hold");
         }
-        const secrets = referencedVersions(s.secrets);
-        if (!document) {
-          if (!knowledge) throw new Error("the control plane's configuration does not validate here and no earlier one is held");
-          // Keep the last good document; everything else follows the control plane.
-          knowledge = {
-            ...knowledge,
-            jwks: s.signingKeys.map(toJwk),
-            revoked: revocations(s.revokedSessions),
-            consumers: consumersOf(s.consumers),
-          };
-        } else {
-          knowledge = {
-            organizationId: s.organizationId,
-            issuer: s.issuer,
-            audience: s.audience,
-            revision: s.revision,
-            yaml,
-            document,
-            jwks: s.signingKeys.map(toJwk),
-            revoked: revocations(s.revokedSessions),
-            consumers: consumersOf(s.consumers),
-            secrets,
-          };
-        }
+        const next = knowledgeOfSnapshot(s, yaml, document, knowledge);
+        // Without a valid document and none held, there is nothing to serve.
+        if (!next) throw new Error("the control plane's configuration does not validate here and no earlier one is held");
+        knowledge = next;
         heartbeatSeconds = s.heartbeatSeconds > 0 ? s.heartbeatSeconds : defaultHeartbeatSeconds;
         status.source = "control_plane";
-        await resolveSecrets(endpoint);
-        emit();
-        persist();
-        return;
+        break;
       }
       case "config": {
         const k = knowledge;
@@ -402,43 +240,22 @@ export function createFollower(options: FollowerOptions): Follower {
           document,
           secrets: referencedVersions(event.value.secrets),
         };
-        // Secrets first, so the new revision is served with its secrets rather than with 503s.
-        await resolveSecrets(endpoint);
         break;
       }
-      case "signingKeys":
+      default: {
         if (!knowledge) return;
-        knowledge = { ...knowledge, jwks: event.value.keys.map(toJwk) };
-        break;
-      case "sessionsRevoked":
-        if (!knowledge) return;
-        for (const session of event.value.sessions) {
-          knowledge.revoked.set(
-            session.sessionId,
-            session.expiresAt ? timestampDate(session.expiresAt).getTime() : Number.MAX_SAFE_INTEGER,
-          );
+        const { changed, secret } = applyEvent(knowledge, event);
+        if (!changed) return;
+        // Only a secret's new version needs a retrieve; other events change what is known in place.
+        if (secret === undefined) {
+          emit();
+          persist();
+          return;
         }
-        break;
-      case "consumerCreated":
-        if (!knowledge) return;
-        knowledge.consumers.set(event.value.consumerId, { name: event.value.name, hash: event.value.keySha256 });
-        break;
-      case "consumerRevoked":
-        if (!knowledge) return;
-        knowledge.consumers.delete(event.value.consumerId);
-        break;
-      case "secretChanged": {
-        const k = knowledge;
-        const key = `${event.value.environment}/${event.value.name}`;
-        if (!k?.secrets.has(key)) return;
-        k.secrets.set(key, { environment: event.value.environment, name: event.value.name, version: event.value.version });
-        await resolveSecrets(endpoint);
-        break;
       }
-      default:
-        // Heartbeats (and events of a newer control plane) change nothing.
-        return;
     }
+    // Secrets first, so a new revision is served with its secrets rather than with 503s.
+    await resolveSecrets(endpoint);
     emit();
     persist();
   }
@@ -538,11 +355,12 @@ export function createFollower(options: FollowerOptions): Follower {
   return {
     async start() {
       if (running) return;
-      resolver = await createSecretResolver({
+      const resolver = await createSecretResolver({
         ...(options.rsaModulusLength ? { modulusLength: options.rsaModulusLength } : {}),
         onUnusable: (secret) =>
           logger.error(secret, "a referenced secret cannot go into a header (line breaks or non-ASCII characters); its routes answer 503"),
       });
+      secretValues = createSecretValues({ resolver, warn: (object, message) => logger.warn(object, message) });
       await loadCache();
       running = run().catch((error: unknown) => {
         logger.error({ err: error instanceof Error ? error.message : String(error) }, "the follower stopped");
@@ -555,50 +373,11 @@ export function createFollower(options: FollowerOptions): Follower {
       wakeSleep?.();
       await running;
       await queue;
-      await writing;
+      await cache.close();
     },
     status: () => ({ ...status, unresolvedSecrets: [...status.unresolvedSecrets] }),
     state: () => current,
   };
-}
-
-async function resolveOrOneByOne(
-  resolver: SecretResolver,
-  retrieve: Parameters<SecretResolver["resolve"]>[0],
-  environment: string,
-  names: string[],
-) {
-  try {
-    return await resolver.resolve(retrieve, environment, names);
-  } catch (error) {
-    // One name deleted meanwhile fails the whole retrieve (not_found): fetch the others one by one.
-    if (ConnectError.from(error).code !== Code.NotFound || names.length === 1) throw error;
-    const resolved = [];
-    for (const name of names) {
-      try {
-        resolved.push(...(await resolver.resolve(retrieve, environment, [name])));
-      } catch (inner) {
-        if (ConnectError.from(inner).code !== Code.NotFound) throw inner;
-      }
-    }
-    return resolved;
-  }
-}
-
-function referencedVersions(secrets: readonly { environment: string; name: string; version: number }[]): Map<string, ReferencedVersion> {
-  return new Map(secrets.map((s) => [`${s.environment}/${s.name}`, { environment: s.environment, name: s.name, version: s.version }]));
-}
-
-function revocations(sessions: readonly { sessionId: string; expiresAt?: Parameters<typeof timestampDate>[0] | undefined }[]) {
-  return new Map(sessions.map((s) => [s.sessionId, s.expiresAt ? timestampDate(s.expiresAt).getTime() : Number.MAX_SAFE_INTEGER] as const));
-}
-
-function consumersOf(consumers: readonly { consumerId: string; name: string; keySha256: string }[]) {
-  return new Map(consumers.map((c) => [c.consumerId, { name: c.name, hash: c.keySha256 }] as const));
-}
-
-function toJwk(key: { kty: string; kid: string; alg: string; crv: string; x: string; y: string; use: string }): JsonWebKeyLike {
-  return { kty: key.kty, kid: key.kid, alg: key.alg, crv: key.crv, x: key.x, y: key.y, use: key.use };
 }
 
 const silentLogger: FollowerLogger = { info() {}, warn() {}, error() {} };
