@@ -1,10 +1,7 @@
-import { systemClock } from "../../domain/clock.js";
 import { effectiveSettings, parseSettingsAssignments, settingsKeyHelp, settingsToJson } from "../../domain/identity/settings.js";
-import { updateIdentitySettings } from "../../domain/identity/update-identity-settings.js";
-import { createIdentityStore } from "../../storage/identity-store.js";
 import { formatRecord } from "../format.js";
 import { type CommandGroup, examples, helpGroups } from "../program.js";
-import { requireOrganization, withApp } from "../with-app.js";
+import { requireOrganization, withStore } from "../with-app.js";
 
 const keyWidth = Math.max(...Object.keys(settingsKeyHelp).map((key) => key.length));
 
@@ -38,10 +35,11 @@ export const registerSettings: CommandGroup = (program, cli) => {
     .description("show the identity settings in effect, defaults resolved")
     .requiredOption("--org <id>", "organisation id")
     .action(async (options: { org: string }) => {
-      const current = await withApp(cli.out, "reading settings", async (app) => {
-        await requireOrganization(app, options.org);
-        const stored = await createIdentityStore(app.database.client).findSettings(options.org);
-        return settingsToJson(effectiveSettings(stored, app.config.publicUrl));
+      const current = await withStore(cli.out, "reading settings", async (store) => {
+        await requireOrganization(store, options.org);
+        const { createIdentityStore } = await import("../../storage/identity-store.js");
+        const stored = await createIdentityStore(store.database.client).findSettings(options.org);
+        return settingsToJson(effectiveSettings(stored, store.config.publicUrl));
       });
       cli.out.result(current, () => formatSettings(current));
     });
@@ -56,17 +54,22 @@ export const registerSettings: CommandGroup = (program, cli) => {
     .action(async (assignments: string[], options: { org: string }) => {
       // Validate before opening the store: every problem of the command line is listed at once.
       const patch = parseSettingsAssignments(assignments);
-      const saved = await withApp(cli.out, "saving settings", async (app) => {
-        await requireOrganization(app, options.org);
+      const saved = await withStore(cli.out, "saving settings", async (store) => {
+        await requireOrganization(store, options.org);
+        const [{ updateIdentitySettings }, { createIdentityStore }, { systemClock }] = await Promise.all([
+          import("../../domain/identity/update-identity-settings.js"),
+          import("../../storage/identity-store.js"),
+          import("../../domain/clock.js"),
+        ]);
         // The identity domain's change, the dashboard's too: checked as a whole, then saved.
         const stored = await updateIdentitySettings({
-          store: createIdentityStore(app.database.client),
+          store: createIdentityStore(store.database.client),
           clock: systemClock,
-          publicUrl: app.config.publicUrl,
+          publicUrl: store.config.publicUrl,
           organizationId: options.org,
           patch,
         });
-        return settingsToJson(effectiveSettings(stored, app.config.publicUrl));
+        return settingsToJson(effectiveSettings(stored, store.config.publicUrl));
       });
       cli.out.result(saved, () => formatSettings(saved));
     });
