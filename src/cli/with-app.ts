@@ -63,6 +63,43 @@ export function withStore<T>(out: Output, doing: string, fn: (store: OperatorSto
   });
 }
 
+/**
+ * The master keyring as the server builds it (GATEHOUSE_MASTER_KEY, else the
+ * data directory's key file), for an operator command that wraps or unwraps keys.
+ */
+export async function masterKeyringOf(config: Config) {
+  const [{ createMasterKeyring }, { loadMasterKey }, { join }] = await Promise.all([
+    import("../crypto/envelope.js"),
+    import("../crypto/master-key.js"),
+    import("node:path"),
+  ]);
+  return createMasterKeyring(loadMasterKey({ base64: config.masterKeyBase64, file: join(config.dataDir, "master.key") }));
+}
+
+/**
+ * The organisations' secrets keyrings (the server's own code) over the
+ * command's store: a rotation is announced to every instance, which forgets
+ * the organisation's cached keys.
+ */
+export async function secretKeyringsOf(store: OperatorStore) {
+  const [{ createSecretKeyrings, sealingKeysTopic }, { createSecretsStore, createSecretsTransactor }, { systemRandom }, masterKeyring] =
+    await Promise.all([
+      import("../domain/secrets/secret-keyrings.js"),
+      import("../storage/secrets-store.js"),
+      import("../crypto/tokens.js"),
+      masterKeyringOf(store.config),
+    ]);
+  const feed = store.changeFeed();
+  const transact = createSecretsTransactor((fn) => feed.transaction(fn));
+  return createSecretKeyrings({
+    store: createSecretsStore(store.database.client),
+    transaction: (fn) => transact((tx) => fn(tx)),
+    announceRotation: (organizationId) => feed.transaction(async (_tx, notify) => notify(sealingKeysTopic, organizationId)),
+    masterKeyring,
+    random: systemRandom,
+  });
+}
+
 /** The server's configuration as an operator command reads it: quiet logs. */
 async function operatorConfig(): Promise<Config> {
   const { loadConfig } = await import("../config.js");

@@ -155,6 +155,7 @@ const commandPaths = [
   "secrets list",
   "secrets pull",
   "secrets delete",
+  "secrets rotate-key",
   "run",
   "completion",
 ];
@@ -207,7 +208,7 @@ describe("help", () => {
     const secrets = runCli(["secrets"], env);
     expect(secrets.status).toBe(2);
     expect(secrets.stdout).toBe("");
-    expect(secrets.stderr).toMatch(/^gatehouse: secrets needs a command: set, list, pull, delete\n/);
+    expect(secrets.stderr).toMatch(/^gatehouse: secrets needs a command: set, list, pull, delete, rotate-key\n/);
     expect(secrets.stderr).toContain("Usage: gatehouse secrets ");
     const bare = runCli([], env);
     expect(bare.status).toBe(2);
@@ -299,7 +300,7 @@ describe("errors: printed once, as text or as one JSON line, with documented exi
     expect(JSON.parse(answer.stderr)).toEqual({ code: "unknown_option", message: "unknown option '--ogr' (Did you mean --org?)" });
     expect(JSON.parse(runCli(["secrets", "--json"], env).stderr)).toEqual({
       code: "missing_command",
-      message: "secrets needs a command: set, list, pull, delete",
+      message: "secrets needs a command: set, list, pull, delete, rotate-key",
     });
   });
 
