@@ -60,6 +60,8 @@ export interface AppOptions {
   logDestination?: DestinationStream;
   /** Interceptors to run on every call of every door, after authentication (tracing, auditing, tests). */
   interceptors?: Interceptor[];
+  /** SQLite: how long a write waits for another process's write lock (an operator command's is longer than the server's). */
+  databaseLockWaitMs?: number;
 }
 
 export interface Listening {
@@ -101,7 +103,9 @@ export async function createApp(options: AppOptions): Promise<App> {
   const loggers = createLoggers(config.logLevel, options.logDestination);
   const logger = loggers.app;
   const keyring = createMasterKeyring(loadMasterKey({ base64: config.masterKeyBase64, file: join(config.dataDir, "master.key") }));
-  const database = await openDatabase(config.database);
+  const database = await openDatabase(config.database, {
+    ...(options.databaseLockWaitMs !== undefined ? { lockWaitMs: options.databaseLockWaitMs } : {}),
+  });
   const closers: (() => Promise<void> | void)[] = [];
   const changeFeed = createChangeFeed({ database, config: config.database, logger });
   closers.push(() => changeFeed.close());

@@ -19,6 +19,12 @@ export interface Config {
   database: DatabaseConfig;
   /** Base64 master key from GATEHOUSE_MASTER_KEY, or undefined to use the data directory's. */
   masterKeyBase64: string | undefined;
+  /**
+   * SQLite: how long an operator command's write waits for another process's
+   * write lock (a busy server's) before it gives up (GATEHOUSE_LOCK_WAIT_SECONDS,
+   * default 60 s; docs/cli.md, "Beside a running server").
+   */
+  operatorLockWaitMs: number;
   logLevel: string;
   /** Request body limits in bytes. */
   limits: { jsonBody: number; configBody: number };
@@ -84,6 +90,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const publicUrl = readPublicUrl(env.PUBLIC_URL, host, port, problems);
   const database = readDatabase(env.DATABASE_URL, dataDir, cwd, problems);
   const credentialCacheMs = readInteger(env, "CREDENTIAL_CACHE_MS", 5_000, 0, 60_000, problems);
+  const operatorLockWaitMs = readInteger(env, "GATEHOUSE_LOCK_WAIT_SECONDS", 60, 1, 3600, problems) * 1000;
   const transport: TransportLimits = {
     headersTimeoutMs: readInteger(env, "HTTP_HEADERS_TIMEOUT_MS", 10_000, 100, 600_000, problems),
     requestTimeoutMs: readInteger(env, "HTTP_REQUEST_TIMEOUT_MS", 30_000, 100, 3_600_000, problems),
@@ -141,6 +148,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     dataDir,
     database,
     masterKeyBase64,
+    operatorLockWaitMs,
     logLevel: env.LOG_LEVEL?.trim() || "info",
     limits: { jsonBody: 1024 * 1024, configBody: 5 * 1024 * 1024 },
     credentialCacheMs,

@@ -16,12 +16,14 @@ import type { Output } from "./output.js";
 export function withApp<T>(out: Output, doing: string, fn: (app: App) => Promise<T>): Promise<T> {
   return out.progress(doing, async () => {
     const [{ createApp }, config] = await Promise.all([import("../app.js"), operatorConfig()]);
-    const app = await createApp({ config });
-    try {
-      return await fn(app);
-    } finally {
-      await app.close();
-    }
+    return reportingBusy(config, async () => {
+      const app = await createApp({ config, databaseLockWaitMs: config.operatorLockWaitMs });
+      try {
+        return await fn(app);
+      } finally {
+        await app.close();
+      }
+    });
   });
 }
 
@@ -48,19 +50,41 @@ export function withStore<T>(out: Output, doing: string, fn: (store: OperatorSto
       import("../interceptors/credential-cache.js"),
       operatorConfig(),
     ]);
-    const database = await openDatabase(config.database);
-    let feed: ChangeFeed | undefined;
-    const changeFeed = () => {
-      feed ??= createChangeFeed({ database, config: config.database });
-      return feed;
-    };
-    try {
-      return await fn({ config, database, changeFeed, credentialsChanged: () => announceCredentialsChanged(changeFeed()) });
-    } finally {
-      await feed?.close();
-      await database.close();
-    }
+    return reportingBusy(config, async () => {
+      const database = await openDatabase(config.database, { lockWaitMs: config.operatorLockWaitMs });
+      let feed: ChangeFeed | undefined;
+      const changeFeed = () => {
+        feed ??= createChangeFeed({ database, config: config.database });
+        return feed;
+      };
+      try {
+        return await fn({ config, database, changeFeed, credentialsChanged: () => announceCredentialsChanged(changeFeed()) });
+      } finally {
+        await feed?.close();
+        await database.close();
+      }
+    });
   });
+}
+
+/**
+ * Runs work; a write that waited for another process's lock (SQLite, beside a
+ * busy server) for the whole bound becomes an error that says so and what to do.
+ */
+async function reportingBusy<T>(config: Config, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    const { isDatabaseBusy } = await import("../storage/errors.js");
+    if (!isDatabaseBusy(error)) throw error;
+    const { CliError } = await import("./errors.js");
+    throw new CliError(
+      "database_busy",
+      `gave up after waiting ${config.operatorLockWaitMs / 1000} s for the database's write lock, which another process ` +
+        "(a running server) held all that time; the write that waited changed nothing. Run the command again, or allow a " +
+        "longer wait with GATEHOUSE_LOCK_WAIT_SECONDS (up to 3600)",
+    );
+  }
 }
 
 /**
