@@ -92,12 +92,8 @@ async function reportingBusy<T>(config: Config, work: () => Promise<T>): Promise
  * data directory's key file), for an operator command that wraps or unwraps keys.
  */
 export async function masterKeyringOf(config: Config) {
-  const [{ createMasterKeyring }, { loadMasterKey }, { join }] = await Promise.all([
-    import("../crypto/envelope.js"),
-    import("../crypto/master-key.js"),
-    import("node:path"),
-  ]);
-  return createMasterKeyring(loadMasterKey({ base64: config.masterKeyBase64, file: join(config.dataDir, "master.key") }));
+  const { loadMasterKeyring } = await import("../crypto/master-keys.js");
+  return loadMasterKeyring(config);
 }
 
 /**

@@ -10,6 +10,8 @@ export interface SecretKeyringRecord {
   keyId: string;
   privateKeyEnc: Buffer;
   dataKeyEnc: Buffer;
+  /** The master key that wrapped both; null: wrapped before master key ids were recorded. */
+  masterKeyId: string | null;
   /** When the current key pair was made (the keyring's creation, or the rotation that made it). */
   keyCreatedAt: Date;
 }
@@ -20,6 +22,8 @@ export interface PreviousSealingKeyRecord {
   keyId: string;
   publicKeyPem: string;
   privateKeyEnc: Buffer;
+  /** The master key that wrapped it; null: wrapped before master key ids were recorded. */
+  masterKeyId: string | null;
   createdAt: Date;
   retiredAt: Date;
 }
@@ -33,6 +37,8 @@ export interface SealingKeyRotation {
   keyId: string;
   privateKeyEnc: Buffer;
   dataKeyEnc: Buffer;
+  /** The master key that wrapped both (the current one). */
+  masterKeyId: string;
   rotatedAt: Date;
 }
 
@@ -157,6 +163,7 @@ export function createSecretsStore(db: Db | Tx): SecretsStore {
         keyId: row.keyId,
         privateKeyEnc: Buffer.from(row.privateKeyEnc),
         dataKeyEnc: Buffer.from(row.dataKeyEnc),
+        masterKeyId: row.masterKeyId,
         keyCreatedAt: row.rotatedAt ?? row.createdAt,
       };
     },
@@ -169,6 +176,7 @@ export function createSecretsStore(db: Db | Tx): SecretsStore {
             keyId: keyring.keyId,
             privateKeyEnc: new Uint8Array(keyring.privateKeyEnc),
             dataKeyEnc: new Uint8Array(keyring.dataKeyEnc),
+            masterKeyId: keyring.masterKeyId,
             createdAt: keyring.keyCreatedAt,
           },
         });
@@ -195,6 +203,7 @@ export function createSecretsStore(db: Db | Tx): SecretsStore {
           keyId: current.keyId,
           publicKeyPem: current.publicKeyPem,
           privateKeyEnc: current.privateKeyEnc,
+          masterKeyId: current.masterKeyId,
           createdAt: current.rotatedAt ?? current.createdAt,
           retiredAt: rotation.rotatedAt,
         },
@@ -206,6 +215,7 @@ export function createSecretsStore(db: Db | Tx): SecretsStore {
           keyId: rotation.keyId,
           privateKeyEnc: new Uint8Array(rotation.privateKeyEnc),
           dataKeyEnc: new Uint8Array(rotation.dataKeyEnc),
+          masterKeyId: rotation.masterKeyId,
           rotatedAt: rotation.rotatedAt,
         },
       });

@@ -110,6 +110,7 @@ describe("operator commands beside a server under sealed-write load", () => {
       await succeeds(["settings", "set", "--org", org, "password=true", "sealing_key_rotation_days=30"]);
       await succeeds(["signing-key", "rotate", "--org", org]);
       await succeeds(["secrets", "rotate-key", "--org", org]);
+      await succeeds(["master-key", "rotate"]);
       await succeeds(["orgs", "create", "--name", "Busy Two"]);
     } finally {
       const { ok, failures, perSecond } = await load.stop();

@@ -150,6 +150,10 @@ const commandPaths = [
   "settings set",
   "signing-key",
   "signing-key rotate",
+  "master-key",
+  "master-key status",
+  "master-key rotate",
+  "master-key generate",
   "secrets",
   "secrets set",
   "secrets list",
@@ -159,7 +163,7 @@ const commandPaths = [
   "run",
   "completion",
 ];
-const groups = new Set(["orgs", "keys", "operators", "consumers", "sessions", "settings", "signing-key", "secrets"]);
+const groups = new Set(["orgs", "keys", "operators", "consumers", "sessions", "settings", "signing-key", "master-key", "secrets"]);
 
 describe("help", () => {
   test.each(commandPaths)("gatehouse %s --help, -h and help give the command's own help with examples", (path) => {
@@ -187,6 +191,7 @@ describe("help", () => {
         "sessions",
         "settings",
         "signing-key",
+        "master-key",
         "secrets",
         "run",
         "completion",
@@ -378,6 +383,7 @@ describe("gatehouse completion", () => {
       "sessions",
       "settings",
       "signing-key",
+      "master-key",
       "secrets",
       "run",
       "completion",

@@ -34,6 +34,7 @@ describeStorage("secrets store", (target) => {
         keyId: "k1",
         privateKeyEnc: Buffer.from([1, 2]),
         dataKeyEnc: Buffer.from([3, 4]),
+        masterKeyId: "mk1",
         keyCreatedAt: at(0),
       };
       expect(await store().insertKeyring(keyring)).toBe(true);
@@ -49,6 +50,7 @@ describeStorage("secrets store", (target) => {
       keyId,
       privateKeyEnc: Buffer.from(keyId),
       dataKeyEnc: Buffer.from(`data ${keyId}`),
+      masterKeyId: `mk ${keyId}`,
       rotatedAt: at(second),
     });
 
@@ -61,6 +63,7 @@ describeStorage("secrets store", (target) => {
         keyId: "k1",
         privateKeyEnc: Buffer.from("k1"),
         dataKeyEnc: Buffer.from("data"),
+        masterKeyId: null,
         keyCreatedAt: at(0),
       });
       await store().insertKeyring(keyring(a));
@@ -73,11 +76,29 @@ describeStorage("secrets store", (target) => {
         keyId: "k3",
         privateKeyEnc: Buffer.from("k3"),
         dataKeyEnc: Buffer.from("data k3"),
+        masterKeyId: "mk k3",
         keyCreatedAt: at(20),
       });
       expect(await store().listPreviousSealingKeys(a)).toEqual([
-        { organizationId: a, keyId: "k2", publicKeyPem: "PEM k2", privateKeyEnc: Buffer.from("k2"), createdAt: at(10), retiredAt: at(20) },
-        { organizationId: a, keyId: "k1", publicKeyPem: "PEM k1", privateKeyEnc: Buffer.from("k1"), createdAt: at(0), retiredAt: at(10) },
+        // Each with the master key id stored beside its bytes.
+        {
+          organizationId: a,
+          keyId: "k2",
+          publicKeyPem: "PEM k2",
+          privateKeyEnc: Buffer.from("k2"),
+          masterKeyId: "mk k2",
+          createdAt: at(10),
+          retiredAt: at(20),
+        },
+        {
+          organizationId: a,
+          keyId: "k1",
+          publicKeyPem: "PEM k1",
+          privateKeyEnc: Buffer.from("k1"),
+          masterKeyId: null,
+          createdAt: at(0),
+          retiredAt: at(10),
+        },
       ]);
       // Scoped by organisation: b's keyring is untouched and has no previous keys.
       expect((await store().findKeyring(b))?.keyId).toBe("k1");
@@ -94,6 +115,7 @@ describeStorage("secrets store", (target) => {
         keyId: "k1",
         privateKeyEnc: Buffer.from("k1"),
         dataKeyEnc: Buffer.from("data"),
+        masterKeyId: null,
         keyCreatedAt: at(0),
       });
       expect(await target.db.transaction((tx) => createSecretsStore(tx).rotateSealingKey(rotation(a, "k0", "k2", 10)))).toBe(false);

@@ -2,6 +2,7 @@ import { createHash, createPrivateKey, generateKeyPair, type KeyObject } from "n
 import { promisify } from "node:util";
 import type { MasterKeyring } from "../../crypto/envelope.js";
 import type { RandomSource } from "../../crypto/tokens.js";
+import { dataKeyPurpose, sealingKeyPurpose } from "../master-key/wrapped-purposes.js";
 import type { PreviousSealingKeyRecord, SecretKeyringRecord, SecretsStore } from "../../storage/secrets-store.js";
 
 const generateKeyPairAsync = promisify(generateKeyPair);
@@ -90,8 +91,7 @@ export interface SecretKeyringsDeps {
 }
 
 // Purposes name the organisation, so a wrapped key copied to another organisation's row fails to unwrap.
-const privateKeyPurpose = (organizationId: string) => `secrets-private-key:${organizationId}`;
-const dataKeyPurpose = (organizationId: string) => `secrets-data-key:${organizationId}`;
+const privateKeyPurpose = sealingKeyPurpose;
 
 /** key_id of CONTRACT.md: the hex SHA-256 of the key's DER (SPKI) encoding. */
 export function keyIdOf(publicKey: KeyObject): string {
@@ -140,8 +140,8 @@ export function createSecretKeyrings(deps: SecretKeyringsDeps) {
     return keys;
   }
 
-  function unwrapPrivateKey(organizationId: string, wrapped: Buffer): KeyObject {
-    const der = deps.masterKeyring.unwrap(wrapped, privateKeyPurpose(organizationId));
+  function unwrapPrivateKey(organizationId: string, wrapped: Buffer, masterKeyId: string | null): KeyObject {
+    const der = deps.masterKeyring.unwrap(wrapped, privateKeyPurpose(organizationId), masterKeyId);
     try {
       return createPrivateKey({ key: der, format: "der", type: "pkcs8" });
     } finally {
@@ -153,7 +153,7 @@ export function createSecretKeyrings(deps: SecretKeyringsDeps) {
     return {
       keyId: record.keyId,
       publicKeyPem: record.publicKeyPem,
-      privateKey: unwrapPrivateKey(record.organizationId, record.privateKeyEnc),
+      privateKey: unwrapPrivateKey(record.organizationId, record.privateKeyEnc, record.masterKeyId),
       createdAt: record.createdAt,
       retiredAt: record.retiredAt,
       acceptedUntil: new Date(record.retiredAt.getTime() + sealingKeyGraceMs),
@@ -170,12 +170,12 @@ export function createSecretKeyrings(deps: SecretKeyringsDeps) {
       organizationId: record.organizationId,
       publicKeyPem: record.publicKeyPem,
       keyId: record.keyId,
-      privateKey: unwrapPrivateKey(record.organizationId, record.privateKeyEnc),
+      privateKey: unwrapPrivateKey(record.organizationId, record.privateKeyEnc, record.masterKeyId),
       keyCreatedAt: record.keyCreatedAt,
       // Past their recognition period they are deleted at the next rotation; until then they are not used.
       previous: previous.filter((key) => key.retiredAt.getTime() > kept).map(unwrapPrevious),
       rotationDays: rotationDays ?? 0,
-      dataKey: deps.masterKeyring.unwrap(record.dataKeyEnc, dataKeyPurpose(record.organizationId)),
+      dataKey: deps.masterKeyring.unwrap(record.dataKeyEnc, dataKeyPurpose(record.organizationId), record.masterKeyId),
     };
   }
 
@@ -204,6 +204,7 @@ export function createSecretKeyrings(deps: SecretKeyringsDeps) {
       keyId: pair.keyId,
       privateKeyEnc: pair.privateKeyEnc,
       dataKeyEnc: deps.masterKeyring.wrap(dataKey, dataKeyPurpose(organizationId)),
+      masterKeyId: deps.masterKeyring.currentId,
       keyCreatedAt: new Date(now()),
     };
     if (await deps.store.insertKeyring(record)) {
@@ -280,6 +281,7 @@ export function createSecretKeyrings(deps: SecretKeyringsDeps) {
             privateKeyEnc: pair.privateKeyEnc,
             // Wrapped again with the new key pair, so the row's wrapped keys are written together.
             dataKeyEnc: deps.masterKeyring.wrap(before.dataKey, dataKeyPurpose(organizationId)),
+            masterKeyId: deps.masterKeyring.currentId,
             rotatedAt,
           });
           if (done) {
