@@ -42,6 +42,7 @@ const option = (name, fallback) => {
 };
 const seconds = option("seconds", 10);
 const rotationValues = option("rotation-values", 100_000);
+const rotationBatch = option("rotation-batch-size", 100);
 const only = args.includes("--only") ? args[args.indexOf("--only") + 1] : undefined;
 const postgresUrl = args.includes("--postgres") ? args[args.indexOf("--postgres") + 1] : "postgresql://postgres@127.0.0.1:5432/postgres";
 const connections = option("connections", 16);
@@ -340,7 +341,7 @@ async function masterKeyRotation(provider, databaseUrl, count) {
       await retrieve(2); // warm-up
       const before = await retrieve(seconds);
       const started = Date.now();
-      const rotation = spawn(process.execPath, [bin, "master-key", "rotate", "--json"], {
+      const rotation = spawn(process.execPath, [bin, "master-key", "rotate", "--batch-size", String(rotationBatch), "--json"], {
         env: { ...process.env, ...ringEnv, GATEHOUSE_DATA_DIR: dataDir, LOG_LEVEL: "warn" },
         stdio: ["ignore", "pipe", "inherit"],
       });

@@ -60,9 +60,10 @@ export interface MasterKeyring {
 }
 
 /**
- * A master key's id: 16 hex digits of HMAC-SHA-256 under the key itself, so
- * the id names the key without revealing anything of it (RFC 2104; an id is
- * not a hash of the key, which would be a cheap check of a guess).
+ * A master key's id: 16 hex digits of HMAC-SHA-256 under the key itself
+ * (RFC 2104), a name for the key in logs, errors and `master-key status` that
+ * reveals nothing of it (the key is 32 random bytes: no guess can be checked
+ * against the id in practice).
  */
 export function masterKeyIdOf(masterKey: Buffer): string {
   return createHmac("sha256", masterKey).update("gatehouse master key id").digest("hex").slice(0, 16);

@@ -202,11 +202,13 @@ class SqliteAdapter implements SqlDriverAdapter {
    * again after a pause while another process holds the write lock, until
    * lockWaitMs have passed; then the SQLITE_BUSY error stands. A statement
    * refused with SQLITE_BUSY did nothing, so running it again is safe. The
-   * pauses grow from 1 to 25 ms: other processes' transactions are short.
+   * pauses grow from 1 to 4 ms: other processes' transactions are short, and a
+   * process that lets the lock go for a moment (a master-key rotation between
+   * its batches) must find the waiting write ready to take it.
    */
   async #lockWaiting<T>(work: () => T | Promise<T>): Promise<T> {
     const deadline = Date.now() + this.lockWaitMs;
-    for (let pause = 1; ; pause = Math.min(pause * 2, 25)) {
+    for (let pause = 1; ; pause = Math.min(pause * 2, 4)) {
       try {
         return await work();
       } catch (error) {

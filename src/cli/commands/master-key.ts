@@ -83,7 +83,7 @@ export const registerMasterKey: CommandGroup = (program, cli) => {
   const rotate = group
     .command("rotate")
     .description("wrap every private key and data key again under the current master key, in batches, while servers serve")
-    .option("--batch-size <rows>", "rows per batch (transaction), 1 to 10000", batchSize, 200)
+    .option("--batch-size <rows>", "rows per batch (transaction), 1 to 10000 (default 100)", batchSize, 100)
     .addHelpText(
       "after",
       "\nFirst give every instance the new key as current and the old one as previous, and restart them; then run\n" +
@@ -105,6 +105,8 @@ export const registerMasterKey: CommandGroup = (program, cli) => {
           transaction: (fn) => store.database.transaction((tx) => fn(createMasterKeyStore(tx))),
           keyring: await masterKeyringOf(store.config),
           batchSize: options.batchSize,
+          // SQLite has one writer: the servers' writes get the lock between batches.
+          yieldBetweenBatches: store.database.provider === "sqlite",
           onProgress: ({ done, total }) => {
             const seconds = (Date.now() - started) / 1000;
             meter.update(

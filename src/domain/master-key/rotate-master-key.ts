@@ -13,6 +13,13 @@ export interface RotateMasterKeyDeps {
   batchSize: number;
   /** Called after each batch: values done so far of the total counted at the start. */
   onProgress?(progress: { done: number; total: number }): void;
+  /**
+   * After each batch, let the write lock go for twice as long as the batch
+   * held it, and at least 10 ms (SQLite: one writer at a time, so the servers'
+   * own writes would otherwise queue behind a stream of batches). The rotation
+   * holds the lock a third of the time at most.
+   */
+  yieldBetweenBatches?: boolean;
 }
 
 export interface MasterKeyRotated {
@@ -64,11 +71,13 @@ export async function rotateMasterKey(deps: RotateMasterKeyDeps): Promise<Master
         if (rows.length === 0) break;
         after = rows.at(-1)?.key;
         const rewrites = rows.map((row) => ({ row, values: wrapAgain(keyring, row) }));
+        const held = performance.now();
         const written = await deps.transaction(async (store) => {
           let count = 0;
           for (const { row, values } of rewrites) if (await store.rewrap(row, values, keyring.currentId)) count++;
           return count;
         });
+        if (deps.yieldBetweenBatches) await new Promise((resolve) => setTimeout(resolve, Math.max(10, 2 * (performance.now() - held))));
         const values = rows.reduce((sum, row) => sum + Object.keys(row.values).length, 0);
         const perRow = values / rows.length;
         rewrapped += written * perRow;
