@@ -6,6 +6,14 @@
 //   npm run build && node bench/secrets.mjs [--seconds 10] [--connections 16]
 //
 // Targets (the secrets issue): retrieve of 10 >= 0.4 x baseline; write >= 0.7 x bare RSA.
+//
+// Master key rotation (issue 24): `gatehouse master-key rotate` of --rotation-values wrapped
+// values (default 100,000: a quarter of them organisations' keyrings, two values each, the
+// rest retired session signing keys) while the server answers retrieves of 10 at a fixed
+// rate; prints values/s and the retrieve p99 during the rotation against the p99 of the
+// same load without one, measured in the same run (target: at most 2x). SQLite, and
+// PostgreSQL when --postgres <url> (default postgresql://postgres@127.0.0.1:5432/postgres)
+// answers. `--only rotation` runs this part alone.
 import autocannon from "autocannon";
 import { spawn, spawnSync } from "node:child_process";
 import {
@@ -33,6 +41,10 @@ const option = (name, fallback) => {
   return i === -1 ? fallback : Number(args[i + 1]);
 };
 const seconds = option("seconds", 10);
+const rotationValues = option("rotation-values", 100_000);
+const rotationBatch = option("rotation-batch-size", 100);
+const only = args.includes("--only") ? args[args.indexOf("--only") + 1] : undefined;
+const postgresUrl = args.includes("--postgres") ? args[args.indexOf("--postgres") + 1] : "postgresql://postgres@127.0.0.1:5432/postgres";
 const connections = option("connections", 16);
 const oaep = { padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: "sha256" };
 
@@ -47,11 +59,16 @@ function gatehouse(env, ...argv) {
   return result.stdout;
 }
 
-/** `gatehouse serve` on ephemeral ports over a fresh SQLite store; request logs go to a file, as to a collector. */
-async function startServer() {
-  const dataDir = mkdtempSync(join(tmpdir(), "gatehouse-bench-secrets-"));
-  const env = { GATEHOUSE_DATA_DIR: dataDir, PORT: "0", GRPC_PORT: "0", SAMPLE_PORT: "0" };
-  const credentials = JSON.parse(gatehouse(env, "init", "--json"));
+/**
+ * `gatehouse serve` on ephemeral ports over a fresh SQLite store (or the store of
+ * `extra.DATABASE_URL`, in `extra.dataDir`, already initialised when `credentials`
+ * is given); request logs go to a file, as to a collector.
+ */
+async function startServer(extra = {}, given = undefined) {
+  const { dataDir: ownDir, ...extraEnv } = extra;
+  const dataDir = ownDir ?? mkdtempSync(join(tmpdir(), "gatehouse-bench-secrets-"));
+  const env = { GATEHOUSE_DATA_DIR: dataDir, PORT: "0", GRPC_PORT: "0", SAMPLE_PORT: "0", GATEWAY_PORT: "off", ...extraEnv };
+  const credentials = given ?? JSON.parse(gatehouse(env, "init", "--json"));
   const logFile = join(dataDir, "serve.log");
   const out = openSync(logFile, "w");
   const child = spawn(process.execPath, [bin, "serve"], { env: { ...process.env, ...env }, stdio: ["ignore", out, "inherit"] });
@@ -67,10 +84,10 @@ async function startServer() {
     url,
     credentials,
     pid: child.pid,
-    async stop() {
+    async stop({ keep = false } = {}) {
       child.kill("SIGTERM");
       await new Promise((resolve) => child.once("exit", resolve));
-      rmSync(dataDir, { recursive: true, force: true });
+      if (!keep && !ownDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }
@@ -231,6 +248,186 @@ function retrieveCryptoFloor(clientPem, count) {
   return { opensMs, sealMs, wrapMs, ms: opensMs + sealMs + wrapMs };
 }
 
+/**
+ * Master key rotation of `count` wrapped values on one database, beside a server
+ * answering retrieves of 10 at a fixed rate: values/s, and retrieve p99 during
+ * the rotation against the same load without it (before and after, the mean).
+ */
+async function masterKeyRotation(provider, databaseUrl, count) {
+  const dataDir = mkdtempSync(join(tmpdir(), "gatehouse-bench-rotation-"));
+  const oldKey = randomBytes(32).toString("base64");
+  const newKey = randomBytes(32).toString("base64");
+  const storeEnv = { DATABASE_URL: databaseUrl, dataDir };
+  try {
+    // The store: an organisation with 10 secrets, written under the old key.
+    let server = await startServer({ ...storeEnv, GATEHOUSE_MASTER_KEY: oldKey });
+    const credentials = server.credentials;
+    const org = credentials.organization_id;
+    const { public_key_pem: pem } = await request(server, "GET", `/organization/${org}/secrets/public-key`);
+    for (let i = 0; i < 10; i++) {
+      await request(server, "PUT", `/organization/${org}/secrets`, {
+        name: `SECRET_${i}`,
+        environment: "bench-10",
+        encrypted_value: seal(pem, `value-${i}-${randomBytes(24).toString("hex")}`),
+        sealed: true,
+      });
+    }
+    await server.stop({ keep: true });
+
+    // The bulk, inserted directly: keyrings of other organisations and retired session signing keys, wrapped under the old key.
+    const dist = (path) => import(pathToFileURL(join(root, "dist/src", path)).href);
+    const [{ openDatabase }, { createMasterKeyring }, purposes] = await Promise.all([
+      dist("storage/database.js"),
+      dist("crypto/envelope.js"),
+      dist("domain/master-key/wrapped-purposes.js"),
+    ]);
+    const database = await openDatabase(
+      provider === "SQLite" ? { provider: "sqlite", file: join(dataDir, "gatehouse.db") } : { provider: "postgresql", url: databaseUrl },
+    );
+    const ring = createMasterKeyring(Buffer.from(oldKey, "base64"));
+    const privateDer = randomBytes(2374); // the size of an RSA-4096 PKCS#8 key
+    const keyrings = Math.floor(count / 4);
+    const longAgo = new Date(Date.now() - 86_400_000);
+    const filled = Date.now();
+    for (let done = 0; done < keyrings; done += 1000) {
+      const data = Array.from({ length: Math.min(1000, keyrings - done) }, () => {
+        const organizationId = crypto.randomUUID();
+        return {
+          organizationId,
+          publicKeyPem: "bench",
+          keyId: randomBytes(32).toString("hex"),
+          privateKeyEnc: new Uint8Array(ring.wrap(privateDer, purposes.sealingKeyPurpose(organizationId))),
+          dataKeyEnc: new Uint8Array(ring.wrap(randomBytes(32), purposes.dataKeyPurpose(organizationId))),
+          masterKeyId: ring.currentId,
+        };
+      });
+      await database.client.secretKeyring.createMany({ data });
+    }
+    const sessionKeys = count - 2 * keyrings;
+    for (let done = 0; done < sessionKeys; done += 1000) {
+      const data = Array.from({ length: Math.min(1000, sessionKeys - done) }, () => {
+        const id = crypto.randomUUID();
+        return {
+          id,
+          organizationId: org,
+          privateKeyEnc: new Uint8Array(ring.wrap(randomBytes(138), purposes.sessionSigningKeyPurpose(org, id))),
+          masterKeyId: ring.currentId,
+          publicJwk: "{}",
+          createdAt: longAgo,
+          retiredAt: longAgo,
+          publishedUntil: longAgo,
+        };
+      });
+      await database.client.sessionSigningKey.createMany({ data });
+    }
+    await database.close();
+    console.log(`  ${provider}: ${count} wrapped values stored in ${fmt((Date.now() - filled) / 1000, 1)} s`);
+
+    // Instances get the new key as current and the old one as previous; then the rotation runs beside the load.
+    const ringEnv = { ...storeEnv, GATEHOUSE_MASTER_KEY: newKey, GATEHOUSE_PREVIOUS_MASTER_KEYS: oldKey };
+    server = await startServer(ringEnv, credentials);
+    const client = generateKeyPairSync("rsa", { modulusLength: 3072 }).publicKey.export({ type: "spki", format: "pem" });
+    const retrieve = (duration) =>
+      autocannon({
+        url: `${server.url}/organization/${org}/secrets/retrieve`,
+        method: "POST",
+        connections: 8,
+        overallRate: 200,
+        duration,
+        headers: { "content-type": "application/json", authorization: `Bearer ${credentials.api_key}` },
+        body: JSON.stringify({ environment: "bench-10", public_key_pem: client }),
+      });
+    try {
+      await retrieve(2); // warm-up
+      const before = await retrieve(seconds);
+      const started = Date.now();
+      const rotation = spawn(process.execPath, [bin, "master-key", "rotate", "--batch-size", String(rotationBatch), "--json"], {
+        env: { ...process.env, ...ringEnv, GATEHOUSE_DATA_DIR: dataDir, LOG_LEVEL: "warn" },
+        stdio: ["ignore", "pipe", "inherit"],
+      });
+      let answer = "";
+      rotation.stdout.on("data", (chunk) => {
+        answer += chunk;
+      });
+      const during = retrieve(3600);
+      const code = await new Promise((resolve) => rotation.once("exit", resolve));
+      const elapsed = (Date.now() - started) / 1000;
+      during.stop();
+      const duringResult = await during;
+      if (code !== 0) throw new Error(`master-key rotate exited ${code}`);
+      const rotated = JSON.parse(answer);
+      const after = await retrieve(seconds);
+      const failures = [before, duringResult, after].reduce((sum, r) => sum + r.non2xx + r.errors + r.timeouts, 0);
+      const without = (before.latency.p99 + after.latency.p99) / 2;
+      return {
+        provider,
+        values: rotated.rewrapped,
+        seconds: elapsed,
+        perSecond: rotated.rewrapped / elapsed,
+        p99Without: without,
+        p99During: duringResult.latency.p99,
+        retrievesDuring: duringResult["2xx"],
+        failures,
+      };
+    } finally {
+      await server.stop({ keep: true });
+    }
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+/** A scratch PostgreSQL database for the rotation, or null when the server does not answer. */
+async function scratchPostgres(url) {
+  const { default: pg } = await import("pg");
+  const name = `gatehouse_bench_${randomBytes(6).toString("hex")}`;
+  const admin = new pg.Client({ connectionString: url });
+  try {
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${name}`);
+  } catch (error) {
+    console.log(`  PostgreSQL: skipped (${url} does not answer: ${error.message})`);
+    await admin.end().catch(() => {});
+    return null;
+  }
+  await admin.end();
+  const scratch = new URL(url);
+  scratch.pathname = `/${name}`;
+  return {
+    url: scratch.toString(),
+    async drop() {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await client.end();
+    },
+  };
+}
+
+async function rotationBench() {
+  console.log(
+    `\nmaster key rotation of ${rotationValues} wrapped values, retrieves of 10 at 200/s (8 connections) beside it, ${seconds} s without:`,
+  );
+  const rows = [await masterKeyRotation("SQLite", "", rotationValues)];
+  const scratch = await scratchPostgres(postgresUrl);
+  if (scratch) {
+    try {
+      rows.push(await masterKeyRotation("PostgreSQL", scratch.url, rotationValues));
+    } finally {
+      await scratch.drop();
+    }
+  }
+  console.log("\n  database     values   seconds   values/s   retrieve p99 without   during   ratio   failed requests");
+  for (const r of rows) {
+    const ratio = r.p99During / r.p99Without;
+    console.log(
+      `  ${r.provider.padEnd(10)} ${String(r.values).padStart(8)} ${fmt(r.seconds, 1).padStart(9)} ${fmt(r.perSecond).padStart(10)} ` +
+        `${fmt(r.p99Without, 1).padStart(19)} ms ${fmt(r.p99During, 1).padStart(6)} ms ${fmt(ratio, 2).padStart(6)}   ${r.failures} ` +
+        `(target ratio <= 2: ${ratio <= 2 ? "met" : "MISSED"})`,
+    );
+  }
+}
+
 async function main() {
   console.log(
     `bench/secrets: ${seconds} s per run, ${connections} connections, ${availableParallelism()} cores, Node ${process.version}, SQLite`,
@@ -346,4 +543,8 @@ async function main() {
   }
 }
 
-await main();
+if (only === "rotation") await rotationBench();
+else {
+  await main();
+  await rotationBench();
+}

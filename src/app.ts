@@ -2,7 +2,6 @@ import type { Interceptor } from "@connectrpc/connect";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { Http2Server, Http2Session } from "node:http2";
 import type { AddressInfo } from "node:net";
-import { join } from "node:path";
 import type { DestinationStream } from "pino";
 import { Health } from "../gen/grpc/health/v1/health_pb.js";
 import { ConfigService } from "../gen/svc/v1/config_pb.js";
@@ -13,12 +12,12 @@ import { SecretsService } from "../gen/svc/v1/secrets_pb.js";
 import type { AppDeps } from "./app-deps.js";
 import type { Config } from "./config.js";
 import type { GatewayCredentials } from "./domain/gateway/gateway-credentials.js";
-import { createMasterKeyring } from "./crypto/envelope.js";
-import { loadMasterKey } from "./crypto/master-key.js";
+import { loadMasterKeyring } from "./crypto/master-keys.js";
 import { systemRandom, type RandomSource } from "./crypto/tokens.js";
 import { createDashboard } from "./dashboard/create-dashboard.js";
 import { systemClock, type Clock } from "./domain/clock.js";
 import { DomainError } from "./domain/errors.js";
+import { checkMasterKeys } from "./domain/master-key/check-master-keys.js";
 import type { Identity } from "./domain/identity/identity.js";
 import { createPasswordHasher } from "./domain/identity/password-hasher.js";
 import { createTenancy, type InitialCredentials } from "./domain/tenancy/tenancy.js";
@@ -50,6 +49,7 @@ import { createProcedures, type ServiceEntry } from "./server/procedures.js";
 import { createChangeFeed } from "./storage/change-feed.js";
 import { openDatabase, type Database } from "./storage/database.js";
 import { createGatewayStore } from "./storage/gateway-store.js";
+import { createMasterKeyStore } from "./storage/master-key-store.js";
 import { createTenancyStore } from "./storage/tenancy-store.js";
 
 export interface AppOptions {
@@ -60,6 +60,8 @@ export interface AppOptions {
   logDestination?: DestinationStream;
   /** Interceptors to run on every call of every door, after authentication (tracing, auditing, tests). */
   interceptors?: Interceptor[];
+  /** SQLite: how long a write waits for another process's write lock (an operator command's is longer than the server's). */
+  databaseLockWaitMs?: number;
 }
 
 export interface Listening {
@@ -102,8 +104,17 @@ export async function createApp(options: AppOptions): Promise<App> {
   const random = options.random ?? systemRandom;
   const loggers = createLoggers(config.logLevel, options.logDestination);
   const logger = loggers.app;
-  const keyring = createMasterKeyring(loadMasterKey({ base64: config.masterKeyBase64, file: join(config.dataDir, "master.key") }));
-  const database = await openDatabase(config.database);
+  const keyring = loadMasterKeyring(config);
+  const database = await openDatabase(config.database, {
+    ...(options.databaseLockWaitMs !== undefined ? { lockWaitMs: options.databaseLockWaitMs } : {}),
+  });
+  try {
+    // A store holding keys wrapped under a master key this process lacks is refused here, at start, by id.
+    await checkMasterKeys({ store: createMasterKeyStore(database.client), keyring });
+  } catch (error) {
+    await database.close();
+    throw error;
+  }
   const closers: (() => Promise<void> | void)[] = [];
   const changeFeed = createChangeFeed({ database, config: config.database, logger });
   closers.push(() => changeFeed.close());

@@ -20,6 +20,17 @@ export interface Config {
   database: DatabaseConfig;
   /** Base64 master key from GATEHOUSE_MASTER_KEY, or undefined to use the data directory's. */
   masterKeyBase64: string | undefined;
+  /**
+   * Base64 master keys being retired (GATEHOUSE_PREVIOUS_MASTER_KEYS,
+   * comma-separated): they unwrap, never wrap (docs/secrets.md, "Rotating the master key").
+   */
+  previousMasterKeysBase64: string[];
+  /**
+   * SQLite: how long an operator command's write waits for another process's
+   * write lock (a busy server's) before it gives up (GATEHOUSE_LOCK_WAIT_SECONDS,
+   * default 60 s; docs/cli.md, "Beside a running server").
+   */
+  operatorLockWaitMs: number;
   logLevel: string;
   /** Request body limits in bytes. */
   limits: { jsonBody: number; configBody: number };
@@ -87,6 +98,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const publicUrl = readPublicUrl(env.PUBLIC_URL, host, port, problems);
   const database = readDatabase(env.DATABASE_URL, dataDir, cwd, problems);
   const credentialCacheMs = readInteger(env, "CREDENTIAL_CACHE_MS", 5_000, 0, 60_000, problems);
+  const operatorLockWaitMs = readInteger(env, "GATEHOUSE_LOCK_WAIT_SECONDS", 60, 1, 3600, problems) * 1000;
   const transport: TransportLimits = {
     headersTimeoutMs: readInteger(env, "HTTP_HEADERS_TIMEOUT_MS", 10_000, 100, 600_000, problems),
     requestTimeoutMs: readInteger(env, "HTTP_REQUEST_TIMEOUT_MS", 30_000, 100, 3_600_000, problems),
@@ -133,6 +145,18 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       description: "must be 32 bytes, base64-encoded (e.g. `openssl rand -base64 32`)",
     });
   }
+  const previousMasterKeysBase64 = (env.GATEHOUSE_PREVIOUS_MASTER_KEYS ?? "")
+    .split(",")
+    .map((key) => key.trim())
+    .filter((key) => key !== "");
+  previousMasterKeysBase64.forEach((key, i) => {
+    if (!/^[A-Za-z0-9+/]+={0,2}$/.test(key) || Buffer.from(key, "base64").length !== 32) {
+      problems.push({
+        field: `GATEHOUSE_PREVIOUS_MASTER_KEYS[${i}]`,
+        description: "must be 32 bytes, base64-encoded; separate the keys with commas",
+      });
+    }
+  });
   if (problems.length > 0) {
     throw new DomainError("invalid_argument", "invalid_configuration", "invalid configuration", problems);
   }
@@ -145,6 +169,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     dataDir,
     database,
     masterKeyBase64,
+    previousMasterKeysBase64,
+    operatorLockWaitMs,
     logLevel: env.LOG_LEVEL?.trim() || "info",
     limits: { jsonBody: 1024 * 1024, configBody: 5 * 1024 * 1024 },
     credentialCacheMs,

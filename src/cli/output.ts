@@ -30,6 +30,12 @@ export interface Output {
    * Never on stdout, and never on a pipe or a file (a log gains nothing from it).
    */
   progress<T>(message: string, work: () => Promise<T>): Promise<T>;
+  /**
+   * A progress line for long work that can count (a rotation's batches): each
+   * update replaces the line on stderr, at most every 200 ms, and done() erases
+   * it. Only when stderr is a terminal, as for progress().
+   */
+  meter(): { update(text: string): void; done(): void };
 }
 
 /**
@@ -73,6 +79,22 @@ export function createOutput(options: OutputOptions, pipes = guardPipes(options)
     error(report, hint) {
       if (json) toStderr(formatErrorJson(report));
       else toStderr(`${formatErrorText(report)}${hint ? `${hint}\n` : ""}`);
+    },
+    meter() {
+      let shown = false;
+      let last = 0;
+      return {
+        update(text) {
+          if (stderr.isTTY !== true || Date.now() - last < 200) return;
+          last = Date.now();
+          shown = true;
+          toStderr(`\r\x1b[Kgatehouse: ${text}`);
+        },
+        done() {
+          if (shown) toStderr("\r\x1b[K");
+          shown = false;
+        },
+      };
     },
     async progress(message, work) {
       if (stderr.isTTY !== true) return work();

@@ -104,7 +104,7 @@ export function createSecretsClient(config: SecretsClientConfig) {
     return JSON.parse(text) as T;
   }
 
-  async function organizationKey(): Promise<KeyObject> {
+  async function organizationKey(): Promise<{ key: KeyObject; keyId: string }> {
     const answer = await call<{ public_key_pem: string; key_id: string }>("GET", `${base}/public-key`);
     const key = createPublicKey(answer.public_key_pem);
     const keyId = createHash("sha256")
@@ -118,7 +118,7 @@ export function createSecretsClient(config: SecretsClientConfig) {
         `the organisation key ${keyId} is not the pinned GATEHOUSE_SECRETS_KEY_ID ${config.pinnedKeyId}: refusing to seal to it`,
       );
     }
-    return key;
+    return { key, keyId };
   }
 
   return {
@@ -130,11 +130,14 @@ export function createSecretsClient(config: SecretsClientConfig) {
           `the value is ${input.value.length} bytes; secrets hold at most ${maxValueBytes} bytes (64 KiB)`,
         );
       }
-      const encryptedValue = sealValue(await organizationKey(), input.value);
+      const { key, keyId } = await organizationKey();
+      const encryptedValue = sealValue(key, input.value);
+      // The key it is sealed to: after a rotation the server then knows at once (docs/secrets.md, "Rotating the sealing key").
       return call<SecretMetadata>("PUT", base, {
         name: input.name,
         environment: input.environment,
         encrypted_value: encryptedValue,
+        key_id: keyId,
         sealed: true,
         tags: input.tags,
       });

@@ -16,7 +16,12 @@ import {
   type DashboardService,
   type IdentitySettingsValues,
 } from "../../gen/svc/v1/dashboard_pb.js";
-import { DeleteSecretRequestSchema, type SecretsService } from "../../gen/svc/v1/secrets_pb.js";
+import {
+  DeleteSecretRequestSchema,
+  ListPublicKeysRequestSchema,
+  RotatePublicKeyRequestSchema,
+  type SecretsService,
+} from "../../gen/svc/v1/secrets_pb.js";
 import type { AppDeps } from "../app-deps.js";
 import { displayPrefix } from "../crypto/tokens.js";
 import type { Dashboard } from "../dashboard/create-dashboard.js";
@@ -552,6 +557,20 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
         ctx,
       );
       return {};
+    },
+
+    async listSealingKeys(_req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      const keys = await handlerOf(secrets.listPublicKeys, "ListPublicKeys")(create(ListPublicKeysRequestSchema, { organizationId }), ctx);
+      return { current: keys.current, previousKeys: keys.previousKeys, sealingKeyRotationDays: keys.sealingKeyRotationDays };
+    },
+
+    async rotateSealingKey(_req, ctx) {
+      const { organizationId } = operatorOf(ctx);
+      // The secrets API's own rotation; the role and the organisation were checked by the interceptor.
+      await handlerOf(secrets.rotatePublicKey, "RotatePublicKey")(create(RotatePublicKeyRequestSchema, { organizationId }), ctx);
+      const keys = await handlerOf(secrets.listPublicKeys, "ListPublicKeys")(create(ListPublicKeysRequestSchema, { organizationId }), ctx);
+      return { current: keys.current, previousKeys: keys.previousKeys };
     },
 
     // ------------------------------------------------------------ configuration

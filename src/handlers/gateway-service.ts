@@ -5,7 +5,6 @@ import type { GatewayService, ReferencedSecretSchema, WatchGatewayResponseSchema
 import type { AppDeps } from "../app-deps.js";
 import { DomainError } from "../domain/errors.js";
 import { gatewayChangePayload, gatewayTopic, parseGatewayChange, type GatewayChangeKind } from "../domain/gateway/gateway-changes.js";
-import { createGatewayCredentials, type GatewayCredentials } from "../domain/gateway/gateway-credentials.js";
 import { createGatewayWatch, type GatewayEvent, type SecretVersion, type WatchedChange } from "../domain/gateway/watch-gateway.js";
 import { principalKey } from "../interceptors/auth.js";
 import type { ChangeFeed } from "../storage/change-feed.js";
@@ -13,34 +12,8 @@ import { createConfigStore } from "../storage/config-store.js";
 import { createGatewayStore } from "../storage/gateway-store.js";
 import { sessionsFor } from "./identity-service.js";
 
-type CredentialsDeps = Pick<AppDeps, "database" | "changeFeed" | "clock" | "random" | "credentialsChanged">;
-
-const built = new WeakMap<object, GatewayCredentials>();
-
-/**
- * The gateway-key and consumer-key functions of one app (or of an operator
- * command's process: pass its database, a change feed on it, and its
- * credentialsChanged), so that what they change reaches every instance's
- * gateway streams and credential caches.
- */
-export function gatewayCredentialsFor(deps: CredentialsDeps): GatewayCredentials {
-  let credentials = built.get(deps);
-  if (!credentials) {
-    const { database, changeFeed: feed } = deps;
-    credentials = createGatewayCredentials({
-      store: createGatewayStore(database.client),
-      transaction: (fn) =>
-        feed.transaction((tx, notify) =>
-          fn(createGatewayStore(tx), (organizationId, kind) => notify(gatewayTopic, gatewayChangePayload(organizationId, kind))),
-        ),
-      credentialsChanged: () => deps.credentialsChanged(),
-      clock: deps.clock,
-      random: deps.random,
-    });
-    built.set(deps, credentials);
-  }
-  return credentials;
-}
+// Built in a module of its own, which operator commands load without the service.
+export { gatewayCredentialsFor } from "./gateway-credentials-for.js";
 
 /**
  * Tells every gateway stream of the organisation, on every instance, that

@@ -5,8 +5,8 @@ import type { AppDeps } from "../app-deps.js";
 import { DomainError } from "../domain/errors.js";
 import { createClientKeyParser } from "../domain/secrets/client-key.js";
 import { createRsaDecryptionPool, type RsaDecryptionPoolOptions } from "../domain/secrets/rsa-decryption-pool.js";
-import { createSecretKeyrings } from "../domain/secrets/secret-keyrings.js";
-import { createSecrets, type SecretsCaller, type SecretView } from "../domain/secrets/secrets.js";
+import { createSecretKeyrings, sealingKeysTopic } from "../domain/secrets/secret-keyrings.js";
+import { createSecrets, type SealingKeyView, type SecretsCaller, type SecretView } from "../domain/secrets/secrets.js";
 import { pluginsReferencing, secretInUse } from "../domain/config/secret-references.js";
 import { checkGatewayRetrieve } from "../domain/gateway/gateway-secret-scope.js";
 import { principalKey } from "../interceptors/auth.js";
@@ -59,6 +59,20 @@ export function createSecretsService(
       return store.deleteSecret(organizationId, environment, name);
     },
   });
+  const keyrings = createSecretKeyrings({
+    store,
+    transaction: (fn) => transact((tx) => fn(tx)),
+    announceRotation: (organizationId) => feed.transaction(async (_tx, notify) => notify(sealingKeysTopic, organizationId)),
+    masterKeyring: deps.keyring,
+    random: deps.random,
+    now: () => deps.clock().getTime(),
+  });
+  // Another instance rotated (or an operator changed the schedule): forget the organisation's cached keys; a gap forgets nothing
+  // here, as the keys' age bound and the fresh read after a failed opening cover what a lost announcement hides.
+  const rotations = feed.subscribe(sealingKeysTopic, (event) => {
+    if (event.kind === "message") keyrings.forget(event.payload);
+  });
+  deps.onClose(() => rotations.close());
   const secrets = createSecrets({
     store,
     transaction: (fn) =>
@@ -70,7 +84,7 @@ export function createSecretsService(
     // PostgreSQL: NOTIFY from every instance; SQLite: in-process, before the write answers.
     announcements: (listener) =>
       feed.subscribe(secretsTopic, (event) => listener(event.kind === "gap" ? undefined : parseChange(event.payload))),
-    keyrings: createSecretKeyrings({ store, masterKeyring: deps.keyring, random: deps.random, now: () => deps.clock().getTime() }),
+    keyrings,
     decryptor,
     parseClientKey: createClientKeyParser(),
     clock: deps.clock,
@@ -90,12 +104,25 @@ export function createSecretsService(
     async getPublicKey(_request, context) {
       return secrets.getPublicKey(callerOf(context));
     },
+    async rotatePublicKey(_request, context) {
+      const rotated = await secrets.rotatePublicKey(callerOf(context));
+      return { publicKeyPem: rotated.current.publicKeyPem, keyId: rotated.current.keyId, previousKeys: rotated.previous.map(toSealingKey) };
+    },
+    async listPublicKeys(_request, context) {
+      const keys = await secrets.listPublicKeys(callerOf(context));
+      return {
+        ...(keys.current ? { current: toSealingKey(keys.current) } : {}),
+        previousKeys: keys.previous.map(toSealingKey),
+        sealingKeyRotationDays: keys.rotationDays,
+      };
+    },
     async putSecret(request, context) {
       return toSecret(
         await secrets.putSecret(callerOf(context), {
           name: request.name,
           environment: request.environment,
           encryptedValue: request.encryptedValue,
+          keyId: request.keyId,
           sealed: request.sealed,
           tags: request.tags,
           value: request.value,
@@ -144,6 +171,17 @@ export function createSecretsService(
         nextPageToken: page.nextPageToken,
       };
     },
+  };
+}
+
+/** A sealing key as the API describes it. */
+export function toSealingKey(key: SealingKeyView) {
+  return {
+    keyId: key.keyId,
+    publicKeyPem: key.publicKeyPem,
+    createdAt: timestampFromDate(key.createdAt),
+    ...(key.retiredAt ? { retiredAt: timestampFromDate(key.retiredAt) } : {}),
+    ...(key.acceptedUntil ? { acceptedUntil: timestampFromDate(key.acceptedUntil) } : {}),
   };
 }
 

@@ -64,11 +64,20 @@ export function createCredentialCache(options: CredentialCacheOptions): Credenti
     },
     async changed() {
       forget();
-      await options.feed?.transaction(async (_tx, notify) => notify(credentialsTopic, "changed"));
+      if (options.feed) await announceCredentialsChanged(options.feed);
     },
     close() {
       subscription?.close();
       entries.clear();
     },
   };
+}
+
+/**
+ * Tells every instance sharing the database to forget what it cached about
+ * credentials: what changed() does, for a process that keeps no cache (an
+ * operator command that revoked a key).
+ */
+export async function announceCredentialsChanged(feed: Pick<ChangeFeed, "transaction">): Promise<void> {
+  await feed.transaction(async (_tx, notify) => notify(credentialsTopic, "changed"));
 }

@@ -156,7 +156,21 @@ export const restRoutes: RestRoute[] = [
 
   // Secrets.
   { method: "GET", pattern: "/organization/{organization_id}/secrets/public-key", rpc: SecretsService.method.getPublicKey, body: "none" },
-  { method: "PUT", pattern: "/organization/{organization_id}/secrets", rpc: SecretsService.method.putSecret, body: "json" },
+  {
+    method: "POST",
+    pattern: "/organization/{organization_id}/secrets/public-key/rotate",
+    rpc: SecretsService.method.rotatePublicKey,
+    body: "json",
+  },
+  {
+    method: "PUT",
+    pattern: "/organization/{organization_id}/secrets",
+    rpc: SecretsService.method.putSecret,
+    body: "json",
+    errors: {
+      409: "`key_id` names a replaced key past its 24-hour grace period or no key of the organisation, or (without `key_id`) the value is sealed to such a key (`aborted`, reason `sealing_key_outdated`; the message names the current key_id).",
+    },
+  },
   {
     method: "GET",
     pattern: "/organization/{organization_id}/secrets",

@@ -34,13 +34,25 @@ export interface Database {
   close(): Promise<void>;
 }
 
+export interface OpenDatabaseOptions {
+  /** Apply pending migrations first (default true). */
+  migrate?: boolean;
+  /**
+   * SQLite: how long a write waits for another process's write lock before it
+   * fails (default 10 s, the server's; operator commands wait longer, see
+   * docs/cli.md "Beside a running server").
+   */
+  lockWaitMs?: number;
+}
+
 /** Opens the database of the configuration, applying pending migrations first. */
-export async function openDatabase(config: DatabaseConfig, options: { migrate?: boolean } = {}): Promise<Database> {
+export async function openDatabase(config: DatabaseConfig, options: OpenDatabaseOptions = {}): Promise<Database> {
+  const lockWaitMs = options.lockWaitMs ?? 10_000;
   if (options.migrate !== false) {
-    if (config.provider === "sqlite") await applyMigrations({ provider: "sqlite", file: config.file });
+    if (config.provider === "sqlite") await applyMigrations({ provider: "sqlite", file: config.file, busyTimeoutMs: lockWaitMs });
     else await applyMigrations({ provider: "postgresql", url: config.url });
   }
-  const { client, adapter } = await createClient(config);
+  const { client, adapter } = await createClient(config, lockWaitMs);
   await client.$connect();
   return {
     provider: config.provider,
@@ -48,7 +60,8 @@ export async function openDatabase(config: DatabaseConfig, options: { migrate?: 
     sql: createSql(config.provider, adapter),
     transaction: (fn, txOptions) =>
       client.$transaction((tx) => fn(tx), {
-        maxWait: 10_000,
+        // Longer than a BEGIN may wait for another process's lock: Prisma must never give up on a BEGIN that then succeeds.
+        maxWait: lockWaitMs + 10_000,
         timeout: txOptions?.timeoutMs ?? 30_000,
       }),
     ping: async () => {
@@ -59,7 +72,7 @@ export async function openDatabase(config: DatabaseConfig, options: { migrate?: 
 }
 
 /** The client, and the adapter it connected (there once the client has connected). */
-async function createClient(config: DatabaseConfig): Promise<{ client: Db; adapter: () => SqlDriverAdapter }> {
+async function createClient(config: DatabaseConfig, lockWaitMs: number): Promise<{ client: Db; adapter: () => SqlDriverAdapter }> {
   let connected: SqlDriverAdapter | undefined;
   const adapter = () => {
     if (!connected) throw new Error("the database client has not connected yet");
@@ -79,7 +92,7 @@ async function createClient(config: DatabaseConfig): Promise<{ client: Db; adapt
     keepSqliteFilesPrivate(config.file);
     const { PrismaClient: SqliteClient } = await import("./generated/sqlite/client.js");
     // Our own adapter (sqlite-adapter.ts): queries outside a transaction stay out of it, and each connection keeps its prepared statements.
-    const factory = createSqliteAdapterFactory({ file: config.file, busyTimeoutMs: 10_000 });
+    const factory = createSqliteAdapterFactory({ file: config.file, busyTimeoutMs: lockWaitMs });
     return { client: new SqliteClient({ adapter: onConnect(factory, keep) }), adapter };
   }
   const [{ PrismaClient: PgClient }, { PrismaPg }] = await Promise.all([

@@ -28,6 +28,27 @@ export function isTransientConflict(error: unknown): boolean {
   return code === "P2034" || code === "40001" || code === "40P01" || code === "SQLITE_BUSY";
 }
 
+/**
+ * Whether the database stayed locked by another process longer than a write
+ * may wait (SQLite: SQLITE_BUSY, which Prisma reports as P1008 "Operation has
+ * timed out", or a transaction that could not start in time, P2028).
+ */
+export function isDatabaseBusy(error: unknown): boolean {
+  const seen = new Set<unknown>();
+  let current: unknown = error;
+  while (current && typeof current === "object" && !seen.has(current)) {
+    seen.add(current);
+    const record = current as Record<string, unknown>;
+    const code = record.code;
+    if (code === "P1008" || code === "P2028") return true;
+    if (typeof code === "string" && code.startsWith("SQLITE_BUSY")) return true;
+    if (typeof record.originalCode === "string" && record.originalCode.startsWith("SQLITE_BUSY")) return true;
+    if ((record.cause as Record<string, unknown> | undefined)?.kind === "SocketTimeout") return true;
+    current = record.cause;
+  }
+  return false;
+}
+
 /** Runs fn, turning a unique violation into already_exists with the given words. */
 export async function uniquely<T>(fn: () => Promise<T>, reason: string, message: string): Promise<T> {
   try {

@@ -108,6 +108,8 @@ export interface SessionSigningKeyInfo {
 export interface SessionSigningKeyRecord extends SessionSigningKeyInfo {
   /** PKCS#8 DER of the private key, sealed by the master key. */
   privateKeyEnc: Buffer;
+  /** The master key that sealed it; null: sealed before master key ids were recorded. */
+  masterKeyId: string | null;
 }
 
 /**

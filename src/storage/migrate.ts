@@ -16,7 +16,14 @@ import Database from "better-sqlite3";
 import pg from "pg";
 import { keepSqliteFilesPrivate } from "./sqlite-file-mode.js";
 
-export type MigrationTarget = { provider: "sqlite"; file: string } | { provider: "postgresql"; url: string };
+export type MigrationTarget =
+  | {
+      provider: "sqlite";
+      file: string;
+      /** How long to wait for another process's write lock when a migration is pending (at least 15 s). */
+      busyTimeoutMs?: number;
+    }
+  | { provider: "postgresql"; url: string };
 
 type Migration = { name: string; sql: string; checksum: string };
 type AppliedMigration = { name: string; checksum: string };
@@ -39,7 +46,9 @@ const SQLITE_BUSY_TIMEOUT_MS = 15_000;
 export async function applyMigrations(target: MigrationTarget, options: { migrationsDir?: string } = {}): Promise<string[]> {
   const dir = options.migrationsDir ?? join(packageRoot(), "prisma", target.provider, "migrations");
   const migrations = readMigrations(dir);
-  return target.provider === "sqlite" ? applySqlite(target.file, migrations, dir) : applyPostgres(target.url, migrations, dir);
+  return target.provider === "sqlite"
+    ? applySqlite(target.file, migrations, dir, Math.max(SQLITE_BUSY_TIMEOUT_MS, target.busyTimeoutMs ?? 0))
+    : applyPostgres(target.url, migrations, dir);
 }
 
 // ---------------------------------------------------------------- migrations on disk
@@ -119,13 +128,13 @@ function failure(name: string, error: unknown): Error {
 
 // ---------------------------------------------------------------- SQLite
 
-function applySqlite(file: string, migrations: Migration[], dir: string): string[] {
+function applySqlite(file: string, migrations: Migration[], dir: string, busyTimeoutMs: number): string[] {
   const inMemory = file === ":memory:" || file === "";
   // SQLite would create the file 0644 less the umask: it is created owner-only first.
   if (!inMemory) keepSqliteFilesPrivate(resolve(file));
-  const db = new Database(file, { timeout: SQLITE_BUSY_TIMEOUT_MS });
+  const db = new Database(file, { timeout: busyTimeoutMs });
   try {
-    db.pragma(`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     db.pragma("journal_mode = WAL");
     db.exec(`CREATE TABLE IF NOT EXISTS "${TABLE}" (
       "name" TEXT PRIMARY KEY,
@@ -140,6 +149,9 @@ function applySqlite(file: string, migrations: Migration[], dir: string): string
     // when the old table is dropped, and `PRAGMA foreign_keys` is a no-op inside a
     // transaction: enforcement is switched off around the transactions and the result
     // is verified with foreign_key_check before each commit instead.
+    // Nothing pending (every start but the first after an upgrade): no write lock is taken, so an
+    // operator command opening the store beside a busy server does not queue behind its writes.
+    if (pendingMigrations(migrations, readApplied.all(), dir).length === 0) return [];
     const foreignKeys = db.pragma("foreign_keys", { simple: true }) as number;
     db.pragma("foreign_keys = OFF");
     const appliedNow: string[] = [];

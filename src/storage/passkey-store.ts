@@ -89,8 +89,19 @@ export interface PasskeyStore {
    */
   lockIdentity(organizationId: string, identityId: string): Promise<boolean>;
 
-  /** An installation-wide value under `key`; the first caller's `initial` wins, also under concurrency. */
-  findOrCreateSystemValue(key: string, initial: () => string): Promise<string>;
+  /**
+   * An installation-wide value under `key`; the first caller's `initial` wins,
+   * also under concurrency. A value wrapped by the master key comes with the
+   * id of the key that wrapped it (null: a plain value, or one wrapped before
+   * master key ids were recorded).
+   */
+  findOrCreateSystemValue(key: string, initial: () => SystemValue): Promise<SystemValue>;
+}
+
+/** A value of SystemState, and the master key that wrapped it when it is wrapped. */
+export interface SystemValue {
+  value: string;
+  masterKeyId: string | null;
 }
 
 type PasskeyRow = Omit<PasskeyRecord, "counter" | "transports" | "publicKey"> & {
@@ -217,17 +228,18 @@ export function createPasskeyStore(db: Db | Tx): PasskeyStore {
     },
 
     async findOrCreateSystemValue(key, initial) {
-      const found = await db.systemState.findUnique({ where: { key }, select: { value: true } });
-      if (found) return found.value;
+      const select = { value: true, masterKeyId: true } as const;
+      const found = await db.systemState.findUnique({ where: { key }, select });
+      if (found) return found;
       try {
-        await db.systemState.create({ data: { key, value: initial() } });
+        await db.systemState.create({ data: { key, ...initial() } });
       } catch (error) {
         // Another instance created it first (unique key): read the winner below.
         if (!isUniqueViolation(error)) throw error;
       }
-      const winner = await db.systemState.findUnique({ where: { key }, select: { value: true } });
+      const winner = await db.systemState.findUnique({ where: { key }, select });
       if (!winner) throw new Error(`system value ${key} could not be stored`);
-      return winner.value;
+      return winner;
     },
   };
 }

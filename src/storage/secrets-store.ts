@@ -3,13 +3,43 @@ import type { ChangeFeed, Notify } from "./change-feed.js";
 import type { Db, Tx } from "./database.js";
 import { isTransientConflict, isUniqueViolation } from "./errors.js";
 
-/** An organisation's secrets key pair and data key, both stored only wrapped by the master key. */
+/** An organisation's current sealing key pair and its data key, both stored only wrapped by the master key. */
 export interface SecretKeyringRecord {
   organizationId: string;
   publicKeyPem: string;
   keyId: string;
   privateKeyEnc: Buffer;
   dataKeyEnc: Buffer;
+  /** The master key that wrapped both; null: wrapped before master key ids were recorded. */
+  masterKeyId: string | null;
+  /** When the current key pair was made (the keyring's creation, or the rotation that made it). */
+  keyCreatedAt: Date;
+}
+
+/** A sealing key a rotation replaced, still wrapped by the master key. */
+export interface PreviousSealingKeyRecord {
+  organizationId: string;
+  keyId: string;
+  publicKeyPem: string;
+  privateKeyEnc: Buffer;
+  /** The master key that wrapped it; null: wrapped before master key ids were recorded. */
+  masterKeyId: string | null;
+  createdAt: Date;
+  retiredAt: Date;
+}
+
+/** What a rotation writes: the new key pair, and the data key wrapped again with it. */
+export interface SealingKeyRotation {
+  organizationId: string;
+  /** The key the rotation replaces: the update happens only while it is still the current one. */
+  replacedKeyId: string;
+  publicKeyPem: string;
+  keyId: string;
+  privateKeyEnc: Buffer;
+  dataKeyEnc: Buffer;
+  /** The master key that wrapped both (the current one). */
+  masterKeyId: string;
+  rotatedAt: Date;
 }
 
 /** A secret's current metadata (its value lives in the version row of `version`). */
@@ -53,6 +83,20 @@ export interface SecretsStore {
   findKeyring(organizationId: string): Promise<SecretKeyringRecord | null>;
   /** Inserts the keyring; false when the organisation already has one (the caller reads that one back). */
   insertKeyring(keyring: SecretKeyringRecord): Promise<boolean>;
+  /** The sealing keys rotations replaced and that are kept still, newest first. */
+  listPreviousSealingKeys(organizationId: string): Promise<PreviousSealingKeyRecord[]>;
+  /**
+   * Within a transaction: moves the current key pair (as stored now) to the
+   * previous keys and stores the new one, only if the current key is still
+   * `replacedKeyId`; false (nothing written) when another rotation came first.
+   */
+  rotateSealingKey(rotation: SealingKeyRotation): Promise<boolean>;
+  /** Deletes the previous sealing keys retired before `retiredBefore`. */
+  deletePreviousSealingKeys(organizationId: string, retiredBefore: Date): Promise<void>;
+  /** The organisation's sealing_key_rotation_days (0: off); null when the organisation does not exist. */
+  findSealingKeyRotationDays(organizationId: string): Promise<number | null>;
+  /** Sets sealing_key_rotation_days; false when the organisation does not exist. */
+  setSealingKeyRotationDays(organizationId: string, days: number): Promise<boolean>;
   findSecret(organizationId: string, environment: string, name: string): Promise<SecretRecord | null>;
   /** Creates a secret at version 1; a concurrent creation of the same name makes the transaction fail and retry. */
   createSecret(secret: SecretRecord): Promise<void>;
@@ -119,18 +163,76 @@ export function createSecretsStore(db: Db | Tx): SecretsStore {
         keyId: row.keyId,
         privateKeyEnc: Buffer.from(row.privateKeyEnc),
         dataKeyEnc: Buffer.from(row.dataKeyEnc),
+        masterKeyId: row.masterKeyId,
+        keyCreatedAt: row.rotatedAt ?? row.createdAt,
       };
     },
     async insertKeyring(keyring) {
       try {
         await db.secretKeyring.create({
-          data: { ...keyring, privateKeyEnc: new Uint8Array(keyring.privateKeyEnc), dataKeyEnc: new Uint8Array(keyring.dataKeyEnc) },
+          data: {
+            organizationId: keyring.organizationId,
+            publicKeyPem: keyring.publicKeyPem,
+            keyId: keyring.keyId,
+            privateKeyEnc: new Uint8Array(keyring.privateKeyEnc),
+            dataKeyEnc: new Uint8Array(keyring.dataKeyEnc),
+            masterKeyId: keyring.masterKeyId,
+            createdAt: keyring.keyCreatedAt,
+          },
         });
         return true;
       } catch (error) {
         if (isUniqueViolation(error)) return false;
         throw error;
       }
+    },
+    async listPreviousSealingKeys(organizationId) {
+      const rows = await db.previousSealingKey.findMany({
+        where: { organizationId },
+        orderBy: [{ retiredAt: "desc" }, { createdAt: "desc" }],
+      });
+      return rows.map((row) => ({ ...row, privateKeyEnc: Buffer.from(row.privateKeyEnc) }));
+    },
+    async rotateSealingKey(rotation) {
+      const current = await db.secretKeyring.findUnique({ where: { organizationId: rotation.organizationId } });
+      if (!current || current.keyId !== rotation.replacedKeyId) return false;
+      // The bytes as stored now (a master-key rotation may have wrapped them again since they were read).
+      await db.previousSealingKey.create({
+        data: {
+          organizationId: current.organizationId,
+          keyId: current.keyId,
+          publicKeyPem: current.publicKeyPem,
+          privateKeyEnc: current.privateKeyEnc,
+          masterKeyId: current.masterKeyId,
+          createdAt: current.rotatedAt ?? current.createdAt,
+          retiredAt: rotation.rotatedAt,
+        },
+      });
+      const { count } = await db.secretKeyring.updateMany({
+        where: { organizationId: rotation.organizationId, keyId: rotation.replacedKeyId },
+        data: {
+          publicKeyPem: rotation.publicKeyPem,
+          keyId: rotation.keyId,
+          privateKeyEnc: new Uint8Array(rotation.privateKeyEnc),
+          dataKeyEnc: new Uint8Array(rotation.dataKeyEnc),
+          masterKeyId: rotation.masterKeyId,
+          rotatedAt: rotation.rotatedAt,
+        },
+      });
+      // Replaced between the read and the update (PostgreSQL, READ COMMITTED): undo the insert with the transaction.
+      if (count !== 1) throw new SealingKeyRotationRace();
+      return true;
+    },
+    async deletePreviousSealingKeys(organizationId, retiredBefore) {
+      await db.previousSealingKey.deleteMany({ where: { organizationId, retiredAt: { lt: retiredBefore } } });
+    },
+    async findSealingKeyRotationDays(organizationId) {
+      const row = await db.organization.findUnique({ where: { id: organizationId }, select: { sealingKeyRotationDays: true } });
+      return row ? row.sealingKeyRotationDays : null;
+    },
+    async setSealingKeyRotationDays(organizationId, days) {
+      const { count } = await db.organization.updateMany({ where: { id: organizationId }, data: { sealingKeyRotationDays: days } });
+      return count === 1;
     },
     async findSecret(organizationId, environment, name) {
       const row = await db.secret.findUnique({ where: { organizationId_environment_name: { organizationId, environment, name } } });
@@ -248,11 +350,20 @@ export function createSecretsTransactor(run: Pick<ChangeFeed, "transaction">["tr
       try {
         return await run((tx, notify) => fn(createSecretsStore(tx), notify));
       } catch (error) {
-        if (attempt >= 8 || !(isUniqueViolation(error) || isTransientConflict(error))) throw error;
+        if (attempt >= 8 || !(isUniqueViolation(error) || isTransientConflict(error) || error instanceof SealingKeyRotationRace))
+          throw error;
         await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt));
       }
     }
   };
+}
+
+/** A rotation that lost a race after its first write: the transaction rolls back and is retried, and then sees the winner. */
+class SealingKeyRotationRace extends Error {
+  override readonly name = "SealingKeyRotationRace";
+  constructor() {
+    super("another rotation replaced the sealing key at the same moment");
+  }
 }
 
 function parseList(json: string): string[] {

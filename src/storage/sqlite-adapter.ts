@@ -16,7 +16,11 @@ import { createTransactionGate, type TransactionGate } from "./sqlite-transactio
 export interface SqliteAdapterOptions {
   /** The database file; ":memory:" gives a private in-memory database (and no reader connection). */
   file: string;
-  /** How long a statement waits for another process's write lock before failing (SQLITE_BUSY). */
+  /**
+   * How long a write waits for another process's write lock before failing
+   * (SQLITE_BUSY, which Prisma reports as "Operation has timed out"): the
+   * writer retries, without blocking the event loop, until then.
+   */
   busyTimeoutMs?: number;
   /** Prepared statements kept per connection (statement-cache.ts). */
   statementCacheSize?: number;
@@ -35,7 +39,10 @@ const adapterName = "gatehouse-better-sqlite3";
  *   nothing is answered by a second, read-only connection, which sees what is
  *   committed (WAL lets it read beside the writer), so a long import does not
  *   hold up every read of the process;
- * - each connection keeps its prepared statements (statement-cache.ts).
+ * - each connection keeps its prepared statements (statement-cache.ts);
+ * - another process's write lock (a running server beside an operator
+ *   command, two servers on one file) is waited for without blocking the
+ *   event loop, and without the deadlock of a deferred transaction (below).
  *
  * Values and errors convert as the stock adapter converts them
  * (sqlite-conversion.ts), so the two read each other's rows.
@@ -54,13 +61,16 @@ export function createSqliteAdapterFactory(options: SqliteAdapterOptions): SqlDr
       const writer = openConnection(options, false);
       // The reader opens after the writer has put the file in WAL mode; an in-memory database cannot be shared.
       const reader = options.file === ":memory:" ? null : openConnection(options, true);
-      return new SqliteAdapter(writer, reader);
+      return new SqliteAdapter(writer, reader, options.busyTimeoutMs ?? 10_000);
     },
   };
 }
 
 function openConnection(options: SqliteAdapterOptions, readonly: boolean): SqliteConnection {
-  const db = new Sqlite(options.file, { readonly, timeout: options.busyTimeoutMs ?? 10_000 });
+  // The writer's waits for the write lock are the adapter's (lockWaiting below): SQLite's own busy handler
+  // sleeps inside the call, which would hold up every request of the process. The reader keeps it: a WAL
+  // reader is refused only in the rare moments another connection rebuilds the WAL index.
+  const db = new Sqlite(options.file, { readonly, timeout: readonly ? (options.busyTimeoutMs ?? 10_000) : 0 });
   try {
     // 64-bit integers come back exact (as bigint); the engine gets them as numbers when they fit (engineRow).
     db.defaultSafeIntegers(true);
@@ -132,6 +142,11 @@ class SqliteConnection {
   }
 }
 
+/** Whether a driver error says another connection holds the lock (SQLITE_BUSY and its extended codes). */
+function isBusy(error: unknown): boolean {
+  return error instanceof DriverAdapterError && (error.cause as { kind?: unknown }).kind === "SocketTimeout";
+}
+
 class SqliteAdapter implements SqlDriverAdapter {
   readonly provider = "sqlite";
   readonly adapterName = adapterName;
@@ -140,24 +155,29 @@ class SqliteAdapter implements SqlDriverAdapter {
   constructor(
     private readonly writer: SqliteConnection,
     private readonly reader: SqliteConnection | null,
+    private readonly lockWaitMs: number,
   ) {}
 
   // The async methods run synchronously up to their first await: the gate's
   // check and the statement are one step, with no gap for a BEGIN to slip into.
 
   async queryRaw(query: SqlQuery): Promise<SqlResultSet> {
-    if (!this.#gate.held) return this.writer.query(query);
-    if (this.reader && this.writer.readsOnly(query.sql)) return this.reader.query(query);
-    return this.#gate.run(() => this.writer.query(query));
+    return this.#lockWaiting(() => {
+      if (!this.#gate.held) return this.writer.query(query);
+      if (this.reader && this.writer.readsOnly(query.sql)) return this.reader.query(query);
+      return this.#gate.run(() => this.writer.query(query));
+    });
   }
 
   async executeRaw(query: SqlQuery): Promise<number> {
-    if (!this.#gate.held) return this.writer.execute(query);
-    return this.#gate.run(() => this.writer.execute(query));
+    return this.#lockWaiting(() => {
+      if (!this.#gate.held) return this.writer.execute(query);
+      return this.#gate.run(() => this.writer.execute(query));
+    });
   }
 
   async executeScript(script: string): Promise<void> {
-    return this.#gate.run(() => this.writer.script(script));
+    return this.#lockWaiting(() => this.#gate.run(() => this.writer.script(script)));
   }
 
   async startTransaction(isolationLevel?: IsolationLevel): Promise<Transaction> {
@@ -165,8 +185,37 @@ class SqliteAdapter implements SqlDriverAdapter {
     if (isolationLevel && isolationLevel !== "SERIALIZABLE") {
       throw new DriverAdapterError({ kind: "InvalidIsolationLevel", level: isolationLevel });
     }
-    const end = await this.#gate.hold(() => this.writer.execute({ sql: "BEGIN", args: [], argTypes: [] }));
+    // IMMEDIATE takes the write lock at BEGIN. A deferred transaction that read and then writes while
+    // another process committed in between fails at once with SQLITE_BUSY, and waiting cannot help it:
+    // "If a write transaction is started ... after a read ... the busy handler is not invoked"
+    // (https://www.sqlite.org/lang_transaction.html, https://www.sqlite.org/c3ref/busy_handler.html).
+    // In this process the gate already lets one transaction at a time hold the writer, so taking
+    // the lock early costs nothing here.
+    const end = await this.#lockWaiting(() =>
+      this.#gate.hold(() => this.writer.execute({ sql: "BEGIN IMMEDIATE", args: [], argTypes: [] })),
+    );
     return new SqliteTransaction(this.writer, end);
+  }
+
+  /**
+   * Runs work (synchronously up to its first await, as the callers need), and
+   * again after a pause while another process holds the write lock, until
+   * lockWaitMs have passed; then the SQLITE_BUSY error stands. A statement
+   * refused with SQLITE_BUSY did nothing, so running it again is safe. The
+   * pauses grow from 1 to 4 ms: other processes' transactions are short, and a
+   * process that lets the lock go for a moment (a master-key rotation between
+   * its batches) must find the waiting write ready to take it.
+   */
+  async #lockWaiting<T>(work: () => T | Promise<T>): Promise<T> {
+    const deadline = Date.now() + this.lockWaitMs;
+    for (let pause = 1; ; pause = Math.min(pause * 2, 4)) {
+      try {
+        return await work();
+      } catch (error) {
+        if (!isBusy(error) || Date.now() >= deadline) throw error;
+      }
+      await new Promise((resolve) => setTimeout(resolve, pause * (0.5 + Math.random())));
+    }
   }
 
   async dispose(): Promise<void> {

@@ -150,15 +150,20 @@ const commandPaths = [
   "settings set",
   "signing-key",
   "signing-key rotate",
+  "master-key",
+  "master-key status",
+  "master-key rotate",
+  "master-key generate",
   "secrets",
   "secrets set",
   "secrets list",
   "secrets pull",
   "secrets delete",
+  "secrets rotate-key",
   "run",
   "completion",
 ];
-const groups = new Set(["orgs", "keys", "operators", "consumers", "sessions", "settings", "signing-key", "secrets"]);
+const groups = new Set(["orgs", "keys", "operators", "consumers", "sessions", "settings", "signing-key", "master-key", "secrets"]);
 
 describe("help", () => {
   test.each(commandPaths)("gatehouse %s --help, -h and help give the command's own help with examples", (path) => {
@@ -186,6 +191,7 @@ describe("help", () => {
         "sessions",
         "settings",
         "signing-key",
+        "master-key",
         "secrets",
         "run",
         "completion",
@@ -207,7 +213,7 @@ describe("help", () => {
     const secrets = runCli(["secrets"], env);
     expect(secrets.status).toBe(2);
     expect(secrets.stdout).toBe("");
-    expect(secrets.stderr).toMatch(/^gatehouse: secrets needs a command: set, list, pull, delete\n/);
+    expect(secrets.stderr).toMatch(/^gatehouse: secrets needs a command: set, list, pull, delete, rotate-key\n/);
     expect(secrets.stderr).toContain("Usage: gatehouse secrets ");
     const bare = runCli([], env);
     expect(bare.status).toBe(2);
@@ -299,7 +305,7 @@ describe("errors: printed once, as text or as one JSON line, with documented exi
     expect(JSON.parse(answer.stderr)).toEqual({ code: "unknown_option", message: "unknown option '--ogr' (Did you mean --org?)" });
     expect(JSON.parse(runCli(["secrets", "--json"], env).stderr)).toEqual({
       code: "missing_command",
-      message: "secrets needs a command: set, list, pull, delete",
+      message: "secrets needs a command: set, list, pull, delete, rotate-key",
     });
   });
 
@@ -377,6 +383,7 @@ describe("gatehouse completion", () => {
       "sessions",
       "settings",
       "signing-key",
+      "master-key",
       "secrets",
       "run",
       "completion",

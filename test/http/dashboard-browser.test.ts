@@ -405,6 +405,18 @@ describe("the dashboard in a real browser", () => {
     await page.getByText("Deleted PAYMENT_TOKEN from production.").waitFor();
     expect(await secrets.list("production")).toEqual([]);
     expect((await secrets.list("staging")).map((s) => s.name)).toEqual(["PAYMENT_TOKEN"]);
+
+    // The sealing key: shown by key_id, rotated with a confirmation; the old key is listed as accepted for 24 hours.
+    const before = (await secrets.publicKey()).key_id;
+    await page.getByTestId("current-sealing-key").getByText(before).waitFor();
+    await page.getByRole("button", { name: "Rotate sealing key" }).click();
+    await page.getByRole("button", { name: "Confirm" }).click();
+    await page.getByText(/^Sealing key rotated: the current key_id is [0-9a-f]{64}\.$/).waitFor();
+    const after = (await secrets.publicKey()).key_id;
+    expect(after).not.toBe(before);
+    await page.getByText(`Sealing key rotated: the current key_id is ${after}.`).waitFor();
+    await page.getByTestId("previous-sealing-key").getByText(before).waitFor();
+    await expectAccessible();
   }, 120_000);
 
   test("the configuration page shows the YAML and history, diffs two revisions and rolls back", async () => {

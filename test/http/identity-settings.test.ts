@@ -53,6 +53,7 @@ describe("gatehouse settings", () => {
       lockout_window_seconds: 900,
       ip_limit_per_minute: 300,
       magic_link_limit_per_hour: 10,
+      sealing_key_rotation_days: 0,
     });
   });
 

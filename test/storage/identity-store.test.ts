@@ -253,6 +253,7 @@ describeStorage("identity store", (target) => {
       id,
       organizationId,
       privateKeyEnc: Buffer.from([1, 2, 3, 255]),
+      masterKeyId: "mk1",
       publicJwk: JSON.stringify({ kid: id }),
       createdAt,
     });

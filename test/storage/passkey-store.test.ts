@@ -192,9 +192,12 @@ describeStorage("passkey store", (target) => {
 
     test("of concurrent first reads of a system value, one value wins for all", async () => {
       const key = `test-${randomUUID()}`;
-      const values = await Promise.all(Array.from({ length: 6 }, (_, i) => store().findOrCreateSystemValue(key, () => `value-${i}`)));
-      expect(new Set(values).size).toBe(1);
-      expect(await store().findOrCreateSystemValue(key, () => "later")).toBe(values[0]);
+      const values = await Promise.all(
+        Array.from({ length: 6 }, (_, i) => store().findOrCreateSystemValue(key, () => ({ value: `value-${i}`, masterKeyId: `mk-${i}` }))),
+      );
+      expect(new Set(values.map((v) => `${v.value} ${v.masterKeyId}`)).size).toBe(1);
+      expect(values[0]?.masterKeyId).toBe(values[0]?.value.replace("value", "mk"));
+      expect(await store().findOrCreateSystemValue(key, () => ({ value: "later", masterKeyId: null }))).toEqual(values[0]);
     });
   });
 });

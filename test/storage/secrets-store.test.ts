@@ -34,11 +34,107 @@ describeStorage("secrets store", (target) => {
         keyId: "k1",
         privateKeyEnc: Buffer.from([1, 2]),
         dataKeyEnc: Buffer.from([3, 4]),
+        masterKeyId: "mk1",
+        keyCreatedAt: at(0),
       };
       expect(await store().insertKeyring(keyring)).toBe(true);
       expect(await store().insertKeyring({ ...keyring, keyId: "k2" })).toBe(false);
       expect(await store().findKeyring(a)).toEqual(keyring);
       expect(await store().findKeyring(b)).toBeNull();
+    });
+
+    const rotation = (organizationId: string, replacedKeyId: string, keyId: string, second: number) => ({
+      organizationId,
+      replacedKeyId,
+      publicKeyPem: `PEM ${keyId}`,
+      keyId,
+      privateKeyEnc: Buffer.from(keyId),
+      dataKeyEnc: Buffer.from(`data ${keyId}`),
+      masterKeyId: `mk ${keyId}`,
+      rotatedAt: at(second),
+    });
+
+    test("a rotation replaces the current key pair and keeps the old one, as stored, among the previous keys", async () => {
+      const a = await target.organization();
+      const b = await target.organization();
+      const keyring = (organizationId: string) => ({
+        organizationId,
+        publicKeyPem: "PEM k1",
+        keyId: "k1",
+        privateKeyEnc: Buffer.from("k1"),
+        dataKeyEnc: Buffer.from("data"),
+        masterKeyId: null,
+        keyCreatedAt: at(0),
+      });
+      await store().insertKeyring(keyring(a));
+      await store().insertKeyring(keyring(b));
+      expect(await target.db.transaction((tx) => createSecretsStore(tx).rotateSealingKey(rotation(a, "k1", "k2", 10)))).toBe(true);
+      expect(await target.db.transaction((tx) => createSecretsStore(tx).rotateSealingKey(rotation(a, "k2", "k3", 20)))).toBe(true);
+      expect(await store().findKeyring(a)).toEqual({
+        organizationId: a,
+        publicKeyPem: "PEM k3",
+        keyId: "k3",
+        privateKeyEnc: Buffer.from("k3"),
+        dataKeyEnc: Buffer.from("data k3"),
+        masterKeyId: "mk k3",
+        keyCreatedAt: at(20),
+      });
+      expect(await store().listPreviousSealingKeys(a)).toEqual([
+        // Each with the master key id stored beside its bytes.
+        {
+          organizationId: a,
+          keyId: "k2",
+          publicKeyPem: "PEM k2",
+          privateKeyEnc: Buffer.from("k2"),
+          masterKeyId: "mk k2",
+          createdAt: at(10),
+          retiredAt: at(20),
+        },
+        {
+          organizationId: a,
+          keyId: "k1",
+          publicKeyPem: "PEM k1",
+          privateKeyEnc: Buffer.from("k1"),
+          masterKeyId: null,
+          createdAt: at(0),
+          retiredAt: at(10),
+        },
+      ]);
+      // Scoped by organisation: b's keyring is untouched and has no previous keys.
+      expect((await store().findKeyring(b))?.keyId).toBe("k1");
+      expect(await store().listPreviousSealingKeys(b)).toEqual([]);
+      await store().deletePreviousSealingKeys(a, at(15));
+      expect((await store().listPreviousSealingKeys(a)).map((key) => key.keyId)).toEqual(["k2"]);
+    });
+
+    test("a rotation that names a key that is no longer current writes nothing", async () => {
+      const a = await target.organization();
+      await store().insertKeyring({
+        organizationId: a,
+        publicKeyPem: "PEM k1",
+        keyId: "k1",
+        privateKeyEnc: Buffer.from("k1"),
+        dataKeyEnc: Buffer.from("data"),
+        masterKeyId: null,
+        keyCreatedAt: at(0),
+      });
+      expect(await target.db.transaction((tx) => createSecretsStore(tx).rotateSealingKey(rotation(a, "k0", "k2", 10)))).toBe(false);
+      expect((await store().findKeyring(a))?.keyId).toBe("k1");
+      expect(await store().listPreviousSealingKeys(a)).toEqual([]);
+      expect(await target.db.transaction((tx) => createSecretsStore(tx).rotateSealingKey(rotation(randomUUID(), "k1", "k2", 10)))).toBe(
+        false,
+      );
+    });
+
+    test("sealing_key_rotation_days is 0 until set, per organisation; null for an organisation that does not exist", async () => {
+      const a = await target.organization();
+      const b = await target.organization();
+      expect(await store().findSealingKeyRotationDays(a)).toBe(0);
+      expect(await store().setSealingKeyRotationDays(a, 30)).toBe(true);
+      expect(await store().findSealingKeyRotationDays(a)).toBe(30);
+      expect(await store().findSealingKeyRotationDays(b)).toBe(0);
+      expect(await store().setSealingKeyRotationDays(randomUUID(), 30)).toBe(false);
+      expect(await store().findSealingKeyRotationDays(randomUUID())).toBeNull();
     });
   });
 

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PrismaBetterSqlite3 } from "@prisma/adapter-better-sqlite3";
+import Sqlite from "better-sqlite3";
 import type { ArgType, SqlDriverAdapter, SqlQuery } from "@prisma/driver-adapter-utils";
 import { createSqliteAdapterFactory } from "../../src/storage/sqlite-adapter.js";
 import { createTransactionGate } from "../../src/storage/sqlite-transactions.js";
@@ -194,6 +195,76 @@ describe("transactions on the writer connection", () => {
     await adapter.dispose();
     await expect(waiting).rejects.toThrow(/closed/);
     expect(await logged(await connect(), "closed:")).toEqual([]);
+  });
+});
+
+describe("another process's write lock", () => {
+  /** Another process's connection (SQLite cannot tell it from one): it takes the write lock and holds it. */
+  function holdWriteLock(): { release(): void } {
+    const other = new Sqlite(file, { timeout: 0 });
+    other.exec("BEGIN IMMEDIATE");
+    return {
+      release() {
+        other.exec("ROLLBACK");
+        other.close();
+      },
+    };
+  }
+
+  test("a transaction waits for it without blocking the event loop, then runs", async () => {
+    const adapter = await connect();
+    const lock = holdWriteLock();
+    let ticks = 0;
+    const ticker = setInterval(() => ticks++, 5);
+    const started = adapter.startTransaction();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    lock.release();
+    const tx = await started;
+    clearInterval(ticker);
+    // Timers kept firing while the transaction waited: nothing slept inside a call.
+    expect(ticks).toBeGreaterThan(10);
+    await tx.executeRaw(q('INSERT INTO "Log" ("what") VALUES (?)', ["lock:after-wait"]));
+    await tx.executeRaw(q("COMMIT"));
+    await tx.commit();
+  });
+
+  test("a transaction holds the write lock from BEGIN, so a write of another process between its read and its write cannot break it", async () => {
+    const adapter = await connect();
+    const tx = await adapter.startTransaction();
+    await tx.queryRaw(q('SELECT COUNT(*) FROM "Log"'));
+    const other = new Sqlite(file, { timeout: 0 });
+    try {
+      expect(() => other.exec(`INSERT INTO "Log" ("what") VALUES ('lock:other')`)).toThrow(
+        expect.objectContaining({ code: "SQLITE_BUSY" }),
+      );
+    } finally {
+      other.close();
+    }
+    await tx.executeRaw(q('INSERT INTO "Log" ("what") VALUES (?)', ["lock:mine"]));
+    await tx.executeRaw(q("COMMIT"));
+    await tx.commit();
+  });
+
+  test('past the wait it allows, a write fails with SQLITE_BUSY (Prisma\'s "Operation has timed out"), having changed nothing', async () => {
+    const adapter = await createSqliteAdapterFactory({ file, busyTimeoutMs: 150 }).connect();
+    opened.push(adapter);
+    const lock = holdWriteLock();
+    try {
+      const started = Date.now();
+      await expect(adapter.executeRaw(q('INSERT INTO "Log" ("what") VALUES (?)', ["lock:never"]))).rejects.toMatchObject({
+        cause: { kind: "SocketTimeout", originalCode: expect.stringMatching(/^SQLITE_BUSY/) },
+      });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(150);
+      await expect(adapter.startTransaction()).rejects.toMatchObject({ cause: { kind: "SocketTimeout" } });
+    } finally {
+      lock.release();
+    }
+    const rows = await adapter.queryRaw(q('SELECT COUNT(*) FROM "Log" WHERE "what" = ?', ["lock:never"]));
+    expect(rows.rows).toEqual([[0]]);
+    // The connection is not left holding anything: the next transaction starts at once.
+    const tx = await adapter.startTransaction();
+    await tx.executeRaw(q("ROLLBACK"));
+    await tx.rollback();
   });
 });
 

@@ -34,6 +34,35 @@ export function runCli(args: string[], env: Record<string, string>, input?: stri
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
+/**
+ * Runs `gatehouse <args>` without blocking this process's event loop (a test
+ * that keeps a server busy from here while the command runs); resolves with
+ * its exit status, output and wall time.
+ */
+export function runCliAsync(
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ status: number | null; stdout: string; stderr: string; ms: number }> {
+  const started = Date.now();
+  const child = spawn(process.execPath, [gatehouseBin, ...args], { env: { ...process.env, LOG_LEVEL: "warn", ...env } });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk) => {
+    stdout += chunk;
+  });
+  child.stderr.on("data", (chunk) => {
+    stderr += chunk;
+  });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => child.kill("SIGKILL"), 120_000);
+    child.once("error", reject);
+    child.once("close", (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr, ms: Date.now() - started });
+    });
+  });
+}
+
 /** A shell-quoted `node bin/gatehouse.js <args>`, for command lines with pipes. */
 export function gatehouseCommand(args: string[]): string {
   const quote = (word: string) => `'${word.replace(/'/g, "'\\''")}'`;

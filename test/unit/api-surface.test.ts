@@ -68,6 +68,8 @@ describe("REST paths of CONTRACT.md", () => {
     "PUT /organization/{organization_id}/secrets",
     "GET /organization/{organization_id}/secrets",
     "GET /organization/{organization_id}/secrets/public-key",
+    // RotatePublicKey (CONTRACT "Keys that rotate"; docs/secrets.md, "Rotating the sealing key").
+    "POST /organization/{organization_id}/secrets/public-key/rotate",
     "POST /organization/{organization_id}/secrets/retrieve",
     "DELETE /organization/{organization_id}/secrets/{name}",
     "POST /identity/register/password",

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file svc/v1/secrets.proto.
  */
 export const file_svc_v1_secrets: GenFile = /*@__PURE__*/
-  fileDesc("ChRzdmMvdjEvc2VjcmV0cy5wcm90bxIGc3ZjLnYxIi4KE0dldFB1YmxpY0tleVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIj4KFEdldFB1YmxpY0tleVJlc3BvbnNlEhYKDnB1YmxpY19rZXlfcGVtGAEgASgJEg4KBmtleV9pZBgCIAEoCSJ6CgZTZWNyZXQSDAoEbmFtZRgBIAEoCRITCgtlbnZpcm9ubWVudBgCIAEoCRIPCgd2ZXJzaW9uGAMgASgFEgwKBHRhZ3MYBCADKAkSLgoKdXBkYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiswEKEFB1dFNlY3JldFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkSFwoPZW5jcnlwdGVkX3ZhbHVlGAQgASgJEhMKBnNlYWxlZBgFIAEoCEgAiAEBEgwKBHRhZ3MYBiADKAkSEgoFdmFsdWUYByABKAlIAYgBAUIJCgdfc2VhbGVkQggKBl92YWx1ZSKFAQoRUHV0U2VjcmV0UmVzcG9uc2USDAoEbmFtZRgBIAEoCRITCgtlbnZpcm9ubWVudBgCIAEoCRIPCgd2ZXJzaW9uGAMgASgFEgwKBHRhZ3MYBCADKAkSLgoKdXBkYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiUAoSTGlzdFNlY3JldHNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRITCgtlbnZpcm9ubWVudBgCIAEoCRIMCgR0YWdzGAMgAygJIjYKE0xpc3RTZWNyZXRzUmVzcG9uc2USHwoHc2VjcmV0cxgBIAMoCzIOLnN2Yy52MS5TZWNyZXQiMgoXTGlzdEVudmlyb25tZW50c1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIjAKGExpc3RFbnZpcm9ubWVudHNSZXNwb25zZRIUCgxlbnZpcm9ubWVudHMYASADKAkiewoWUmV0cmlldmVTZWNyZXRzUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEwoLZW52aXJvbm1lbnQYAiABKAkSDQoFbmFtZXMYAyADKAkSDAoEdGFncxgEIAMoCRIWCg5wdWJsaWNfa2V5X3BlbRgFIAEoCSJLChdSZXRyaWV2ZVNlY3JldHNSZXNwb25zZRIZChFlbmNyeXB0ZWRfc2VjcmV0cxgBIAEoCRIVCg1lbmNyeXB0ZWRfa2V5GAIgASgJIlEKE0RlbGV0ZVNlY3JldFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiFgoURGVsZXRlU2VjcmV0UmVzcG9uc2UiVwoZTGlzdFNlY3JldFZlcnNpb25zUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEwoLZW52aXJvbm1lbnQYAiABKAkSDAoEbmFtZRgDIAEoCSJtCg1TZWNyZXRWZXJzaW9uEg8KB3ZlcnNpb24YASABKAUSDAoEdGFncxgCIAMoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVhY3RvchgEIAEoCSJFChpMaXN0U2VjcmV0VmVyc2lvbnNSZXNwb25zZRInCgh2ZXJzaW9ucxgBIAMoCzIVLnN2Yy52MS5TZWNyZXRWZXJzaW9uIl4KHExpc3RTZWNyZXRBdWRpdEV2ZW50c1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIoUBChBTZWNyZXRBdWRpdEV2ZW50Eg4KBmFjdGlvbhgBIAEoCRINCgVhY3RvchgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRINCgVuYW1lcxgEIAMoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJiCh1MaXN0U2VjcmV0QXVkaXRFdmVudHNSZXNwb25zZRIoCgZldmVudHMYASADKAsyGC5zdmMudjEuU2VjcmV0QXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAky9wUKDlNlY3JldHNTZXJ2aWNlElQKDEdldFB1YmxpY0tleRIbLnN2Yy52MS5HZXRQdWJsaWNLZXlSZXF1ZXN0Ghwuc3ZjLnYxLkdldFB1YmxpY0tleVJlc3BvbnNlIgnK8xgFCgECEAISSwoJUHV0U2VjcmV0Ehguc3ZjLnYxLlB1dFNlY3JldFJlcXVlc3QaGS5zdmMudjEuUHV0U2VjcmV0UmVzcG9uc2UiCcrzGAUKAQIQAhJRCgtMaXN0U2VjcmV0cxIaLnN2Yy52MS5MaXN0U2VjcmV0c1JlcXVlc3QaGy5zdmMudjEuTGlzdFNlY3JldHNSZXNwb25zZSIJyvMYBQoBAhACEl4KD1JldHJpZXZlU2VjcmV0cxIeLnN2Yy52MS5SZXRyaWV2ZVNlY3JldHNSZXF1ZXN0Gh8uc3ZjLnYxLlJldHJpZXZlU2VjcmV0c1Jlc3BvbnNlIgrK8xgGCgICBhACElQKDERlbGV0ZVNlY3JldBIbLnN2Yy52MS5EZWxldGVTZWNyZXRSZXF1ZXN0Ghwuc3ZjLnYxLkRlbGV0ZVNlY3JldFJlc3BvbnNlIgnK8xgFCgECEAISYAoQTGlzdEVudmlyb25tZW50cxIfLnN2Yy52MS5MaXN0RW52aXJvbm1lbnRzUmVxdWVzdBogLnN2Yy52MS5MaXN0RW52aXJvbm1lbnRzUmVzcG9uc2UiCcrzGAUKAQIQAhJmChJMaXN0U2VjcmV0VmVyc2lvbnMSIS5zdmMudjEuTGlzdFNlY3JldFZlcnNpb25zUmVxdWVzdBoiLnN2Yy52MS5MaXN0U2VjcmV0VmVyc2lvbnNSZXNwb25zZSIJyvMYBQoBAhACEm8KFUxpc3RTZWNyZXRBdWRpdEV2ZW50cxIkLnN2Yy52MS5MaXN0U2VjcmV0QXVkaXRFdmVudHNSZXF1ZXN0GiUuc3ZjLnYxLkxpc3RTZWNyZXRBdWRpdEV2ZW50c1Jlc3BvbnNlIgnK8xgFCgECEAJiBnByb3RvMw", [file_google_protobuf_timestamp, file_svc_v1_auth]);
+  fileDesc("ChRzdmMvdjEvc2VjcmV0cy5wcm90bxIGc3ZjLnYxIi4KE0dldFB1YmxpY0tleVJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIj4KFEdldFB1YmxpY0tleVJlc3BvbnNlEhYKDnB1YmxpY19rZXlfcGVtGAEgASgJEg4KBmtleV9pZBgCIAEoCSIxChZSb3RhdGVQdWJsaWNLZXlSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSJsChdSb3RhdGVQdWJsaWNLZXlSZXNwb25zZRIWCg5wdWJsaWNfa2V5X3BlbRgBIAEoCRIOCgZrZXlfaWQYAiABKAkSKQoNcHJldmlvdXNfa2V5cxgDIAMoCzISLnN2Yy52MS5TZWFsaW5nS2V5IsgBCgpTZWFsaW5nS2V5Eg4KBmtleV9pZBgBIAEoCRIWCg5wdWJsaWNfa2V5X3BlbRgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXRpcmVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIyCg5hY2NlcHRlZF91bnRpbBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiMAoVTGlzdFB1YmxpY0tleXNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCSKLAQoWTGlzdFB1YmxpY0tleXNSZXNwb25zZRIjCgdjdXJyZW50GAEgASgLMhIuc3ZjLnYxLlNlYWxpbmdLZXkSKQoNcHJldmlvdXNfa2V5cxgCIAMoCzISLnN2Yy52MS5TZWFsaW5nS2V5EiEKGXNlYWxpbmdfa2V5X3JvdGF0aW9uX2RheXMYAyABKAUiegoGU2VjcmV0EgwKBG5hbWUYASABKAkSEwoLZW52aXJvbm1lbnQYAiABKAkSDwoHdmVyc2lvbhgDIAEoBRIMCgR0YWdzGAQgAygJEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wItMBChBQdXRTZWNyZXRSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEhMKC2Vudmlyb25tZW50GAMgASgJEhcKD2VuY3J5cHRlZF92YWx1ZRgEIAEoCRITCgZzZWFsZWQYBSABKAhIAIgBARIMCgR0YWdzGAYgAygJEhIKBXZhbHVlGAcgASgJSAGIAQESEwoGa2V5X2lkGAggASgJSAKIAQFCCQoHX3NlYWxlZEIICgZfdmFsdWVCCQoHX2tleV9pZCKFAQoRUHV0U2VjcmV0UmVzcG9uc2USDAoEbmFtZRgBIAEoCRITCgtlbnZpcm9ubWVudBgCIAEoCRIPCgd2ZXJzaW9uGAMgASgFEgwKBHRhZ3MYBCADKAkSLgoKdXBkYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiUAoSTGlzdFNlY3JldHNSZXF1ZXN0EhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRITCgtlbnZpcm9ubWVudBgCIAEoCRIMCgR0YWdzGAMgAygJIjYKE0xpc3RTZWNyZXRzUmVzcG9uc2USHwoHc2VjcmV0cxgBIAMoCzIOLnN2Yy52MS5TZWNyZXQiMgoXTGlzdEVudmlyb25tZW50c1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIjAKGExpc3RFbnZpcm9ubWVudHNSZXNwb25zZRIUCgxlbnZpcm9ubWVudHMYASADKAkiewoWUmV0cmlldmVTZWNyZXRzUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEwoLZW52aXJvbm1lbnQYAiABKAkSDQoFbmFtZXMYAyADKAkSDAoEdGFncxgEIAMoCRIWCg5wdWJsaWNfa2V5X3BlbRgFIAEoCSJLChdSZXRyaWV2ZVNlY3JldHNSZXNwb25zZRIZChFlbmNyeXB0ZWRfc2VjcmV0cxgBIAEoCRIVCg1lbmNyeXB0ZWRfa2V5GAIgASgJIlEKE0RlbGV0ZVNlY3JldFJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZW52aXJvbm1lbnQYAyABKAkiFgoURGVsZXRlU2VjcmV0UmVzcG9uc2UiVwoZTGlzdFNlY3JldFZlcnNpb25zUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkSEwoLZW52aXJvbm1lbnQYAiABKAkSDAoEbmFtZRgDIAEoCSJtCg1TZWNyZXRWZXJzaW9uEg8KB3ZlcnNpb24YASABKAUSDAoEdGFncxgCIAMoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVhY3RvchgEIAEoCSJFChpMaXN0U2VjcmV0VmVyc2lvbnNSZXNwb25zZRInCgh2ZXJzaW9ucxgBIAMoCzIVLnN2Yy52MS5TZWNyZXRWZXJzaW9uIl4KHExpc3RTZWNyZXRBdWRpdEV2ZW50c1JlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIoUBChBTZWNyZXRBdWRpdEV2ZW50Eg4KBmFjdGlvbhgBIAEoCRINCgVhY3RvchgCIAEoCRITCgtlbnZpcm9ubWVudBgDIAEoCRINCgVuYW1lcxgEIAMoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJiCh1MaXN0U2VjcmV0QXVkaXRFdmVudHNSZXNwb25zZRIoCgZldmVudHMYASADKAsyGC5zdmMudjEuU2VjcmV0QXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkysgcKDlNlY3JldHNTZXJ2aWNlElQKDEdldFB1YmxpY0tleRIbLnN2Yy52MS5HZXRQdWJsaWNLZXlSZXF1ZXN0Ghwuc3ZjLnYxLkdldFB1YmxpY0tleVJlc3BvbnNlIgnK8xgFCgECEAISXQoPUm90YXRlUHVibGljS2V5Eh4uc3ZjLnYxLlJvdGF0ZVB1YmxpY0tleVJlcXVlc3QaHy5zdmMudjEuUm90YXRlUHVibGljS2V5UmVzcG9uc2UiCcrzGAUKAQIQAhJaCg5MaXN0UHVibGljS2V5cxIdLnN2Yy52MS5MaXN0UHVibGljS2V5c1JlcXVlc3QaHi5zdmMudjEuTGlzdFB1YmxpY0tleXNSZXNwb25zZSIJyvMYBQoBAhACEksKCVB1dFNlY3JldBIYLnN2Yy52MS5QdXRTZWNyZXRSZXF1ZXN0Ghkuc3ZjLnYxLlB1dFNlY3JldFJlc3BvbnNlIgnK8xgFCgECEAISUQoLTGlzdFNlY3JldHMSGi5zdmMudjEuTGlzdFNlY3JldHNSZXF1ZXN0Ghsuc3ZjLnYxLkxpc3RTZWNyZXRzUmVzcG9uc2UiCcrzGAUKAQIQAhJeCg9SZXRyaWV2ZVNlY3JldHMSHi5zdmMudjEuUmV0cmlldmVTZWNyZXRzUmVxdWVzdBofLnN2Yy52MS5SZXRyaWV2ZVNlY3JldHNSZXNwb25zZSIKyvMYBgoCAgYQAhJUCgxEZWxldGVTZWNyZXQSGy5zdmMudjEuRGVsZXRlU2VjcmV0UmVxdWVzdBocLnN2Yy52MS5EZWxldGVTZWNyZXRSZXNwb25zZSIJyvMYBQoBAhACEmAKEExpc3RFbnZpcm9ubWVudHMSHy5zdmMudjEuTGlzdEVudmlyb25tZW50c1JlcXVlc3QaIC5zdmMudjEuTGlzdEVudmlyb25tZW50c1Jlc3BvbnNlIgnK8xgFCgECEAISZgoSTGlzdFNlY3JldFZlcnNpb25zEiEuc3ZjLnYxLkxpc3RTZWNyZXRWZXJzaW9uc1JlcXVlc3QaIi5zdmMudjEuTGlzdFNlY3JldFZlcnNpb25zUmVzcG9uc2UiCcrzGAUKAQIQAhJvChVMaXN0U2VjcmV0QXVkaXRFdmVudHMSJC5zdmMudjEuTGlzdFNlY3JldEF1ZGl0RXZlbnRzUmVxdWVzdBolLnN2Yy52MS5MaXN0U2VjcmV0QXVkaXRFdmVudHNSZXNwb25zZSIJyvMYBQoBAhACYgZwcm90bzM", [file_google_protobuf_timestamp, file_svc_v1_auth]);
 
 /**
  * Request of GetPublicKey.
@@ -98,6 +98,303 @@ export type GetPublicKeyResponseJson = {
  */
 export const GetPublicKeyResponseSchema: GenMessage<GetPublicKeyResponse, {jsonType: GetPublicKeyResponseJson}> = /*@__PURE__*/
   messageDesc(file_svc_v1_secrets, 1);
+
+/**
+ * Request of RotatePublicKey.
+ *
+ * @generated from message svc.v1.RotatePublicKeyRequest
+ */
+export type RotatePublicKeyRequest = Message<"svc.v1.RotatePublicKeyRequest"> & {
+  /**
+   * Organisation id (a UUID).
+   *
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+};
+
+/**
+ * Request of RotatePublicKey.
+ *
+ * @generated from message svc.v1.RotatePublicKeyRequest
+ */
+export type RotatePublicKeyRequestJson = {
+  /**
+   * Organisation id (a UUID).
+   *
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId?: string;
+};
+
+/**
+ * Describes the message svc.v1.RotatePublicKeyRequest.
+ * Use `create(RotatePublicKeyRequestSchema)` to create a new message.
+ */
+export const RotatePublicKeyRequestSchema: GenMessage<RotatePublicKeyRequest, {jsonType: RotatePublicKeyRequestJson}> = /*@__PURE__*/
+  messageDesc(file_svc_v1_secrets, 2);
+
+/**
+ * Answer of RotatePublicKey: the new current key, and the replaced keys still
+ * kept. When two rotations race, both answer with the one key that won.
+ *
+ * @generated from message svc.v1.RotatePublicKeyResponse
+ */
+export type RotatePublicKeyResponse = Message<"svc.v1.RotatePublicKeyResponse"> & {
+  /**
+   * The new RSA-4096 public key, SPKI PEM.
+   *
+   * @generated from field: string public_key_pem = 1;
+   */
+  publicKeyPem: string;
+
+  /**
+   * Hex SHA-256 of the new key's DER encoding.
+   *
+   * @generated from field: string key_id = 2;
+   */
+  keyId: string;
+
+  /**
+   * The keys rotations replaced that are still kept, newest first.
+   *
+   * @generated from field: repeated svc.v1.SealingKey previous_keys = 3;
+   */
+  previousKeys: SealingKey[];
+};
+
+/**
+ * Answer of RotatePublicKey: the new current key, and the replaced keys still
+ * kept. When two rotations race, both answer with the one key that won.
+ *
+ * @generated from message svc.v1.RotatePublicKeyResponse
+ */
+export type RotatePublicKeyResponseJson = {
+  /**
+   * The new RSA-4096 public key, SPKI PEM.
+   *
+   * @generated from field: string public_key_pem = 1;
+   */
+  publicKeyPem?: string;
+
+  /**
+   * Hex SHA-256 of the new key's DER encoding.
+   *
+   * @generated from field: string key_id = 2;
+   */
+  keyId?: string;
+
+  /**
+   * The keys rotations replaced that are still kept, newest first.
+   *
+   * @generated from field: repeated svc.v1.SealingKey previous_keys = 3;
+   */
+  previousKeys?: SealingKeyJson[];
+};
+
+/**
+ * Describes the message svc.v1.RotatePublicKeyResponse.
+ * Use `create(RotatePublicKeyResponseSchema)` to create a new message.
+ */
+export const RotatePublicKeyResponseSchema: GenMessage<RotatePublicKeyResponse, {jsonType: RotatePublicKeyResponseJson}> = /*@__PURE__*/
+  messageDesc(file_svc_v1_secrets, 3);
+
+/**
+ * SealingKey describes one of the organisation's sealing keys (never its private key).
+ *
+ * @generated from message svc.v1.SealingKey
+ */
+export type SealingKey = Message<"svc.v1.SealingKey"> & {
+  /**
+   * Hex SHA-256 of the key's DER encoding (SPKI).
+   *
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+
+  /**
+   * The RSA-4096 public key, SPKI PEM.
+   *
+   * @generated from field: string public_key_pem = 2;
+   */
+  publicKeyPem: string;
+
+  /**
+   * When the key was made.
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 3;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * When a rotation replaced it; absent for the current key.
+   *
+   * @generated from field: google.protobuf.Timestamp retired_at = 4;
+   */
+  retiredAt?: Timestamp | undefined;
+
+  /**
+   * Until when a value sealed to it is accepted (retired_at + 24 h); absent
+   * for the current key. After it, such a value is refused with aborted (409)
+   * `sealing_key_outdated`.
+   *
+   * @generated from field: google.protobuf.Timestamp accepted_until = 5;
+   */
+  acceptedUntil?: Timestamp | undefined;
+};
+
+/**
+ * SealingKey describes one of the organisation's sealing keys (never its private key).
+ *
+ * @generated from message svc.v1.SealingKey
+ */
+export type SealingKeyJson = {
+  /**
+   * Hex SHA-256 of the key's DER encoding (SPKI).
+   *
+   * @generated from field: string key_id = 1;
+   */
+  keyId?: string;
+
+  /**
+   * The RSA-4096 public key, SPKI PEM.
+   *
+   * @generated from field: string public_key_pem = 2;
+   */
+  publicKeyPem?: string;
+
+  /**
+   * When the key was made.
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 3;
+   */
+  createdAt?: TimestampJson;
+
+  /**
+   * When a rotation replaced it; absent for the current key.
+   *
+   * @generated from field: google.protobuf.Timestamp retired_at = 4;
+   */
+  retiredAt?: TimestampJson;
+
+  /**
+   * Until when a value sealed to it is accepted (retired_at + 24 h); absent
+   * for the current key. After it, such a value is refused with aborted (409)
+   * `sealing_key_outdated`.
+   *
+   * @generated from field: google.protobuf.Timestamp accepted_until = 5;
+   */
+  acceptedUntil?: TimestampJson;
+};
+
+/**
+ * Describes the message svc.v1.SealingKey.
+ * Use `create(SealingKeySchema)` to create a new message.
+ */
+export const SealingKeySchema: GenMessage<SealingKey, {jsonType: SealingKeyJson}> = /*@__PURE__*/
+  messageDesc(file_svc_v1_secrets, 4);
+
+/**
+ * Request of ListPublicKeys.
+ *
+ * @generated from message svc.v1.ListPublicKeysRequest
+ */
+export type ListPublicKeysRequest = Message<"svc.v1.ListPublicKeysRequest"> & {
+  /**
+   * Organisation id (a UUID).
+   *
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+};
+
+/**
+ * Request of ListPublicKeys.
+ *
+ * @generated from message svc.v1.ListPublicKeysRequest
+ */
+export type ListPublicKeysRequestJson = {
+  /**
+   * Organisation id (a UUID).
+   *
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId?: string;
+};
+
+/**
+ * Describes the message svc.v1.ListPublicKeysRequest.
+ * Use `create(ListPublicKeysRequestSchema)` to create a new message.
+ */
+export const ListPublicKeysRequestSchema: GenMessage<ListPublicKeysRequest, {jsonType: ListPublicKeysRequestJson}> = /*@__PURE__*/
+  messageDesc(file_svc_v1_secrets, 5);
+
+/**
+ * Answer of ListPublicKeys.
+ *
+ * @generated from message svc.v1.ListPublicKeysResponse
+ */
+export type ListPublicKeysResponse = Message<"svc.v1.ListPublicKeysResponse"> & {
+  /**
+   * The current key; absent before the organisation's first GetPublicKey.
+   *
+   * @generated from field: svc.v1.SealingKey current = 1;
+   */
+  current?: SealingKey | undefined;
+
+  /**
+   * The keys rotations replaced that are still kept, newest first: accepted
+   * until accepted_until, then recognised (and refused as outdated) for 7 days.
+   *
+   * @generated from field: repeated svc.v1.SealingKey previous_keys = 2;
+   */
+  previousKeys: SealingKey[];
+
+  /**
+   * Days after which GetPublicKey rotates the key (0: no scheduled rotation);
+   * set with `gatehouse settings set --org <id> sealing_key_rotation_days=<days>`.
+   *
+   * @generated from field: int32 sealing_key_rotation_days = 3;
+   */
+  sealingKeyRotationDays: number;
+};
+
+/**
+ * Answer of ListPublicKeys.
+ *
+ * @generated from message svc.v1.ListPublicKeysResponse
+ */
+export type ListPublicKeysResponseJson = {
+  /**
+   * The current key; absent before the organisation's first GetPublicKey.
+   *
+   * @generated from field: svc.v1.SealingKey current = 1;
+   */
+  current?: SealingKeyJson;
+
+  /**
+   * The keys rotations replaced that are still kept, newest first: accepted
+   * until accepted_until, then recognised (and refused as outdated) for 7 days.
+   *
+   * @generated from field: repeated svc.v1.SealingKey previous_keys = 2;
+   */
+  previousKeys?: SealingKeyJson[];
+
+  /**
+   * Days after which GetPublicKey rotates the key (0: no scheduled rotation);
+   * set with `gatehouse settings set --org <id> sealing_key_rotation_days=<days>`.
+   *
+   * @generated from field: int32 sealing_key_rotation_days = 3;
+   */
+  sealingKeyRotationDays?: number;
+};
+
+/**
+ * Describes the message svc.v1.ListPublicKeysResponse.
+ * Use `create(ListPublicKeysResponseSchema)` to create a new message.
+ */
+export const ListPublicKeysResponseSchema: GenMessage<ListPublicKeysResponse, {jsonType: ListPublicKeysResponseJson}> = /*@__PURE__*/
+  messageDesc(file_svc_v1_secrets, 6);
 
 /**
  * Secret is a secret's metadata; it never carries the value.
@@ -188,7 +485,7 @@ export type SecretJson = {
  * Use `create(SecretSchema)` to create a new message.
  */
 export const SecretSchema: GenMessage<Secret, {jsonType: SecretJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 2);
+  messageDesc(file_svc_v1_secrets, 7);
 
 /**
  * Request of PutSecret.
@@ -248,6 +545,19 @@ export type PutSecretRequest = Message<"svc.v1.PutSecretRequest"> & {
    * @generated from field: optional string value = 7;
    */
   value?: string | undefined;
+
+  /**
+   * The key_id of the public key the value is sealed to (from GetPublicKey),
+   * optional. When given, only that key opens the value: the current key, or
+   * a replaced one within its 24-hour grace period; any other key_id (a
+   * replaced key past its grace period, or one that names no key of the
+   * organisation) is aborted (409) `sealing_key_outdated`, naming the current
+   * key_id. Without it, the current key is tried, then the replaced keys within
+   * their grace period.
+   *
+   * @generated from field: optional string key_id = 8;
+   */
+  keyId?: string | undefined;
 };
 
 /**
@@ -308,6 +618,19 @@ export type PutSecretRequestJson = {
    * @generated from field: optional string value = 7;
    */
   value?: string;
+
+  /**
+   * The key_id of the public key the value is sealed to (from GetPublicKey),
+   * optional. When given, only that key opens the value: the current key, or
+   * a replaced one within its 24-hour grace period; any other key_id (a
+   * replaced key past its grace period, or one that names no key of the
+   * organisation) is aborted (409) `sealing_key_outdated`, naming the current
+   * key_id. Without it, the current key is tried, then the replaced keys within
+   * their grace period.
+   *
+   * @generated from field: optional string key_id = 8;
+   */
+  keyId?: string;
 };
 
 /**
@@ -315,7 +638,7 @@ export type PutSecretRequestJson = {
  * Use `create(PutSecretRequestSchema)` to create a new message.
  */
 export const PutSecretRequestSchema: GenMessage<PutSecretRequest, {jsonType: PutSecretRequestJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 3);
+  messageDesc(file_svc_v1_secrets, 8);
 
 /**
  * Answer of PutSecret: the stored secret's metadata.
@@ -406,7 +729,7 @@ export type PutSecretResponseJson = {
  * Use `create(PutSecretResponseSchema)` to create a new message.
  */
 export const PutSecretResponseSchema: GenMessage<PutSecretResponse, {jsonType: PutSecretResponseJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 4);
+  messageDesc(file_svc_v1_secrets, 9);
 
 /**
  * Request of ListSecrets.
@@ -469,7 +792,7 @@ export type ListSecretsRequestJson = {
  * Use `create(ListSecretsRequestSchema)` to create a new message.
  */
 export const ListSecretsRequestSchema: GenMessage<ListSecretsRequest, {jsonType: ListSecretsRequestJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 5);
+  messageDesc(file_svc_v1_secrets, 10);
 
 /**
  * Answer of ListSecrets.
@@ -504,7 +827,7 @@ export type ListSecretsResponseJson = {
  * Use `create(ListSecretsResponseSchema)` to create a new message.
  */
 export const ListSecretsResponseSchema: GenMessage<ListSecretsResponse, {jsonType: ListSecretsResponseJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 6);
+  messageDesc(file_svc_v1_secrets, 11);
 
 /**
  * Request of ListEnvironments.
@@ -539,7 +862,7 @@ export type ListEnvironmentsRequestJson = {
  * Use `create(ListEnvironmentsRequestSchema)` to create a new message.
  */
 export const ListEnvironmentsRequestSchema: GenMessage<ListEnvironmentsRequest, {jsonType: ListEnvironmentsRequestJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 7);
+  messageDesc(file_svc_v1_secrets, 12);
 
 /**
  * Answer of ListEnvironments.
@@ -574,7 +897,7 @@ export type ListEnvironmentsResponseJson = {
  * Use `create(ListEnvironmentsResponseSchema)` to create a new message.
  */
 export const ListEnvironmentsResponseSchema: GenMessage<ListEnvironmentsResponse, {jsonType: ListEnvironmentsResponseJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 8);
+  messageDesc(file_svc_v1_secrets, 13);
 
 /**
  * Request of RetrieveSecrets.
@@ -665,7 +988,7 @@ export type RetrieveSecretsRequestJson = {
  * Use `create(RetrieveSecretsRequestSchema)` to create a new message.
  */
 export const RetrieveSecretsRequestSchema: GenMessage<RetrieveSecretsRequest, {jsonType: RetrieveSecretsRequestJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 9);
+  messageDesc(file_svc_v1_secrets, 14);
 
 /**
  * Answer of RetrieveSecrets. Decrypt encrypted_key with the private key matching
@@ -718,7 +1041,7 @@ export type RetrieveSecretsResponseJson = {
  * Use `create(RetrieveSecretsResponseSchema)` to create a new message.
  */
 export const RetrieveSecretsResponseSchema: GenMessage<RetrieveSecretsResponse, {jsonType: RetrieveSecretsResponseJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 10);
+  messageDesc(file_svc_v1_secrets, 15);
 
 /**
  * Request of DeleteSecret.
@@ -781,7 +1104,7 @@ export type DeleteSecretRequestJson = {
  * Use `create(DeleteSecretRequestSchema)` to create a new message.
  */
 export const DeleteSecretRequestSchema: GenMessage<DeleteSecretRequest, {jsonType: DeleteSecretRequestJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 11);
+  messageDesc(file_svc_v1_secrets, 16);
 
 /**
  * Answer of DeleteSecret (empty).
@@ -804,7 +1127,7 @@ export type DeleteSecretResponseJson = {
  * Use `create(DeleteSecretResponseSchema)` to create a new message.
  */
 export const DeleteSecretResponseSchema: GenMessage<DeleteSecretResponse, {jsonType: DeleteSecretResponseJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 12);
+  messageDesc(file_svc_v1_secrets, 17);
 
 /**
  * Request of ListSecretVersions.
@@ -867,7 +1190,7 @@ export type ListSecretVersionsRequestJson = {
  * Use `create(ListSecretVersionsRequestSchema)` to create a new message.
  */
 export const ListSecretVersionsRequestSchema: GenMessage<ListSecretVersionsRequest, {jsonType: ListSecretVersionsRequestJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 13);
+  messageDesc(file_svc_v1_secrets, 18);
 
 /**
  * SecretVersion describes one kept version of a secret (never its value).
@@ -944,7 +1267,7 @@ export type SecretVersionJson = {
  * Use `create(SecretVersionSchema)` to create a new message.
  */
 export const SecretVersionSchema: GenMessage<SecretVersion, {jsonType: SecretVersionJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 14);
+  messageDesc(file_svc_v1_secrets, 19);
 
 /**
  * Answer of ListSecretVersions.
@@ -979,7 +1302,7 @@ export type ListSecretVersionsResponseJson = {
  * Use `create(ListSecretVersionsResponseSchema)` to create a new message.
  */
 export const ListSecretVersionsResponseSchema: GenMessage<ListSecretVersionsResponse, {jsonType: ListSecretVersionsResponseJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 15);
+  messageDesc(file_svc_v1_secrets, 20);
 
 /**
  * Request of ListSecretAuditEvents.
@@ -1042,7 +1365,7 @@ export type ListSecretAuditEventsRequestJson = {
  * Use `create(ListSecretAuditEventsRequestSchema)` to create a new message.
  */
 export const ListSecretAuditEventsRequestSchema: GenMessage<ListSecretAuditEventsRequest, {jsonType: ListSecretAuditEventsRequestJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 16);
+  messageDesc(file_svc_v1_secrets, 21);
 
 /**
  * SecretAuditEvent records one write, delete or retrieve (never values).
@@ -1133,7 +1456,7 @@ export type SecretAuditEventJson = {
  * Use `create(SecretAuditEventSchema)` to create a new message.
  */
 export const SecretAuditEventSchema: GenMessage<SecretAuditEvent, {jsonType: SecretAuditEventJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 17);
+  messageDesc(file_svc_v1_secrets, 22);
 
 /**
  * Answer of ListSecretAuditEvents.
@@ -1182,7 +1505,7 @@ export type ListSecretAuditEventsResponseJson = {
  * Use `create(ListSecretAuditEventsResponseSchema)` to create a new message.
  */
 export const ListSecretAuditEventsResponseSchema: GenMessage<ListSecretAuditEventsResponse, {jsonType: ListSecretAuditEventsResponseJson}> = /*@__PURE__*/
-  messageDesc(file_svc_v1_secrets, 18);
+  messageDesc(file_svc_v1_secrets, 23);
 
 /**
  * SecretsService stores named secrets per organisation and environment. Values
@@ -1190,15 +1513,17 @@ export const ListSecretAuditEventsResponseSchema: GenMessage<ListSecretAuditEven
  * the caller's temporary key; listings never contain values. Every RPC needs an
  * API key whose account is an admin of the organisation.
  *
- * REST: /organization/{id}/secrets, .../secrets/public-key, .../secrets/retrieve,
- * .../secrets/{name}?env=<environment>.
+ * REST: /organization/{id}/secrets, .../secrets/public-key, .../secrets/public-key/rotate,
+ * .../secrets/retrieve, .../secrets/{name}?env=<environment>.
  *
  * @generated from service svc.v1.SecretsService
  */
 export const SecretsService: GenService<{
   /**
-   * GetPublicKey returns the organisation's RSA-4096 public key, created on first use.
-   * REST: GET /organization/{id}/secrets/public-key.
+   * GetPublicKey returns the organisation's current RSA-4096 public key (the
+   * sealing key), created on first use. When the organisation's
+   * sealing_key_rotation_days have passed since the key was made, the key is
+   * rotated first (as RotatePublicKey does). REST: GET /organization/{id}/secrets/public-key.
    *
    * @generated from rpc svc.v1.SecretsService.GetPublicKey
    */
@@ -1206,6 +1531,33 @@ export const SecretsService: GenService<{
     methodKind: "unary";
     input: typeof GetPublicKeyRequestSchema;
     output: typeof GetPublicKeyResponseSchema;
+  },
+  /**
+   * RotatePublicKey replaces the organisation's sealing key with a new RSA-4096
+   * key pair: GetPublicKey returns the new key from now on. A value sealed to
+   * the replaced key is still accepted for 24 hours, then refused with aborted
+   * (409) `sealing_key_outdated` naming the current key_id. Values already
+   * stored are not touched (they are kept under the organisation's data key).
+   * REST: POST /organization/{id}/secrets/public-key/rotate.
+   *
+   * @generated from rpc svc.v1.SecretsService.RotatePublicKey
+   */
+  rotatePublicKey: {
+    methodKind: "unary";
+    input: typeof RotatePublicKeyRequestSchema;
+    output: typeof RotatePublicKeyResponseSchema;
+  },
+  /**
+   * ListPublicKeys lists the organisation's sealing keys: the current one and
+   * those rotations replaced that are still kept, with the time until which a
+   * value sealed to each is accepted. It creates no key. Connect only (no REST path).
+   *
+   * @generated from rpc svc.v1.SecretsService.ListPublicKeys
+   */
+  listPublicKeys: {
+    methodKind: "unary";
+    input: typeof ListPublicKeysRequestSchema;
+    output: typeof ListPublicKeysResponseSchema;
   },
   /**
    * PutSecret creates a secret or stores a new version of it. Only sealed values

@@ -1,36 +1,30 @@
-import type { App } from "../../app.js";
-import { systemRandom } from "../../crypto/tokens.js";
-import { systemClock } from "../../domain/clock.js";
 import { notFound } from "../../domain/errors.js";
 import type { GatewayCredentials } from "../../domain/gateway/gateway-credentials.js";
-import { gatewayCredentialsFor } from "../../handlers/gateway-service.js";
-import { createChangeFeed } from "../../storage/change-feed.js";
 import { formatTable } from "../format.js";
 import { type CommandGroup, examples, helpGroups } from "../program.js";
-import { requireOrganization, withApp } from "../with-app.js";
+import { type OperatorStore, requireOrganization, withStore } from "../with-app.js";
 
 /**
  * The gateway-key and consumer-key functions the dashboard uses, over the
- * command's store, with a change feed of its own: on PostgreSQL what they
- * change is announced through the database (NOTIFY), on SQLite through the
- * notice file beside it, so running instances and their gateways learn of it
- * at once.
+ * command's store, with its change feed: on PostgreSQL what they change is
+ * announced through the database (NOTIFY), on SQLite through the notice file
+ * beside it, so running instances and their gateways learn of it at once.
  */
-export async function withGatewayCredentials<T>(app: App, fn: (credentials: GatewayCredentials) => Promise<T>): Promise<T> {
-  const changeFeed = createChangeFeed({ database: app.database, config: app.config.database });
-  try {
-    return await fn(
-      gatewayCredentialsFor({
-        database: app.database,
-        changeFeed,
-        clock: systemClock,
-        random: systemRandom,
-        credentialsChanged: () => app.credentialsChanged(),
-      }),
-    );
-  } finally {
-    await changeFeed.close();
-  }
+export async function withGatewayCredentials<T>(store: OperatorStore, fn: (credentials: GatewayCredentials) => Promise<T>): Promise<T> {
+  const [{ gatewayCredentialsFor }, { systemClock }, { systemRandom }] = await Promise.all([
+    import("../../handlers/gateway-credentials-for.js"),
+    import("../../domain/clock.js"),
+    import("../../crypto/tokens.js"),
+  ]);
+  return fn(
+    gatewayCredentialsFor({
+      database: store.database,
+      changeFeed: store.changeFeed(),
+      clock: systemClock,
+      random: systemRandom,
+      credentialsChanged: () => store.credentialsChanged(),
+    }),
+  );
 }
 
 /** `gatehouse consumers create|list|revoke`: consumer keys (ck_) of the gateways' api-key-auth, on the data store directly. */
@@ -50,9 +44,9 @@ export const registerConsumers: CommandGroup = (program, cli) => {
       '\nThe key is shown once and stored only as a hash; every gateway of the organisation accepts it at once.\nWith --json: {"consumer_key": "ck_...", "consumer_id": "..."}.',
     )
     .action(async (options: { org: string; name: string }) => {
-      const created = await withApp(cli.out, "creating the consumer key", async (app) => {
-        await requireOrganization(app, options.org);
-        return withGatewayCredentials(app, (credentials) =>
+      const created = await withStore(cli.out, "creating the consumer key", async (store) => {
+        await requireOrganization(store, options.org);
+        return withGatewayCredentials(store, (credentials) =>
           credentials.createConsumerKey({ organizationId: options.org, name: options.name }),
         );
       });
@@ -69,9 +63,9 @@ export const registerConsumers: CommandGroup = (program, cli) => {
     .description("list an organisation's consumer keys, newest first (names and prefixes, never the keys)")
     .requiredOption("--org <id>", "organisation id")
     .action(async (options: { org: string }) => {
-      const rows = await withApp(cli.out, "reading consumer keys", async (app) => {
-        await requireOrganization(app, options.org);
-        const listed = await withGatewayCredentials(app, (credentials) =>
+      const rows = await withStore(cli.out, "reading consumer keys", async (store) => {
+        await requireOrganization(store, options.org);
+        const listed = await withGatewayCredentials(store, (credentials) =>
           credentials.listConsumerKeys(options.org, { includeRevoked: true }),
         );
         return listed.map((c) => ({
@@ -97,9 +91,9 @@ export const registerConsumers: CommandGroup = (program, cli) => {
     .requiredOption("--org <id>", "organisation id")
     .argument("<consumer-id>", "the consumer's id (see gatehouse consumers list)")
     .action(async (consumerId: string, options: { org: string }) => {
-      await withApp(cli.out, "revoking the consumer key", async (app) => {
-        await requireOrganization(app, options.org);
-        await withGatewayCredentials(app, async (credentials) => {
+      await withStore(cli.out, "revoking the consumer key", async (store) => {
+        await requireOrganization(store, options.org);
+        await withGatewayCredentials(store, async (credentials) => {
           // Like `keys revoke`, a key that is revoked already is an error: the command did nothing.
           const all = await credentials.listConsumerKeys(options.org, { includeRevoked: true });
           if (all.find((c) => c.id === consumerId.trim().toLowerCase())?.revokedAt) {

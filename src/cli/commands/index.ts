@@ -4,6 +4,7 @@ import { registerGateway } from "./gateway.js";
 import { registerConsumers } from "./consumers.js";
 import { registerInit } from "./init.js";
 import { registerKeys } from "./keys.js";
+import { registerMasterKey } from "./master-key.js";
 import { registerOperators } from "./operators.js";
 import { registerOrgs } from "./orgs.js";
 import { registerRun } from "./run.js";
@@ -28,6 +29,7 @@ export const commandGroups: readonly CommandGroup[] = [
   registerSessions,
   registerSettings,
   registerSigningKey,
+  registerMasterKey,
   registerSecrets,
   registerRun,
   registerCompletion,

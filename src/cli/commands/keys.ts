@@ -1,10 +1,9 @@
 import { Option } from "commander";
 import { notFound } from "../../domain/errors.js";
-import { createTenancyStore } from "../../storage/tenancy-store.js";
 import { UsageError } from "../errors.js";
 import { formatTable } from "../format.js";
 import { type CommandGroup, examples, helpGroups } from "../program.js";
-import { requireOrganization, withApp } from "../with-app.js";
+import { requireOrganization, tenancyOf, withStore } from "../with-app.js";
 import { withGatewayCredentials } from "./consumers.js";
 
 /** What a key is for: an API key (gk_, the platform API) or a gateway key (gw_, a data-plane gateway). */
@@ -33,9 +32,9 @@ export const registerKeys: CommandGroup = (program, cli) => {
     .action(async (options: { org: string; name: string; kind: KeyKind; role?: string }) => {
       if (options.kind === "gateway") {
         if (options.role !== undefined) throw new UsageError("a gateway key has no role: leave out --role", "conflicting_options");
-        const created = await withApp(cli.out, "creating the gateway key", async (app) => {
-          await requireOrganization(app, options.org);
-          return withGatewayCredentials(app, (credentials) =>
+        const created = await withStore(cli.out, "creating the gateway key", async (store) => {
+          await requireOrganization(store, options.org);
+          return withGatewayCredentials(store, (credentials) =>
             credentials.createGatewayKey({ organizationId: options.org, name: options.name }),
           );
         });
@@ -46,8 +45,8 @@ export const registerKeys: CommandGroup = (program, cli) => {
       const role = options.role;
       if (role === undefined)
         throw new UsageError("required option '--role <role>' not specified (an API key needs one)", "missing_option");
-      const created = await withApp(cli.out, "creating the key", (app) =>
-        app.tenancy.createApiKey({ organizationId: options.org, name: options.name, role }),
+      const created = await withStore(cli.out, "creating the key", async (store) =>
+        (await tenancyOf(store)).createApiKey({ organizationId: options.org, name: options.name, role }),
       );
       cli.out.result({ api_key: created.apiKey, id: created.id }, () => `API key (shown once): ${created.apiKey}\nid: ${created.id}\n`);
     });
@@ -64,9 +63,9 @@ export const registerKeys: CommandGroup = (program, cli) => {
     .addOption(kindOption())
     .action(async (options: { org: string; kind: KeyKind }) => {
       if (options.kind === "gateway") {
-        const rows = await withApp(cli.out, "reading gateway keys", async (app) => {
-          await requireOrganization(app, options.org);
-          const listed = await withGatewayCredentials(app, (credentials) =>
+        const rows = await withStore(cli.out, "reading gateway keys", async (store) => {
+          await requireOrganization(store, options.org);
+          const listed = await withGatewayCredentials(store, (credentials) =>
             credentials.listGatewayKeys(options.org, { includeRevoked: true }),
           );
           return listed.map((k) => ({
@@ -86,9 +85,10 @@ export const registerKeys: CommandGroup = (program, cli) => {
         );
         return;
       }
-      const rows = await withApp(cli.out, "reading keys", async (app) => {
-        await requireOrganization(app, options.org);
-        return (await createTenancyStore(app.database.client).listApiKeys(options.org)).map((k) => ({
+      const rows = await withStore(cli.out, "reading keys", async (store) => {
+        await requireOrganization(store, options.org);
+        const { createTenancyStore } = await import("../../storage/tenancy-store.js");
+        return (await createTenancyStore(store.database.client).listApiKeys(options.org)).map((k) => ({
           id: k.id,
           name: k.name,
           prefix: k.prefix,
@@ -126,9 +126,9 @@ export const registerKeys: CommandGroup = (program, cli) => {
             "missing_option",
           );
         }
-        await withApp(cli.out, "revoking the gateway key", async (app) => {
-          await requireOrganization(app, organizationId);
-          await withGatewayCredentials(app, async (credentials) => {
+        await withStore(cli.out, "revoking the gateway key", async (store) => {
+          await requireOrganization(store, organizationId);
+          await withGatewayCredentials(store, async (credentials) => {
             // A key that is revoked already is an error, as for API keys: the command did nothing.
             const all = await credentials.listGatewayKeys(organizationId, { includeRevoked: true });
             if (all.find((k) => k.id === id.trim().toLowerCase())?.revokedAt) {
@@ -141,9 +141,9 @@ export const registerKeys: CommandGroup = (program, cli) => {
         cli.out.result({ id, revoked: true }, () => `revoked ${id}\n`);
         return;
       }
-      const { revoked } = await withApp(cli.out, "revoking the key", async (app) => {
-        if (organizationId !== undefined) await requireOrganization(app, organizationId);
-        return app.tenancy.revokeApiKey({ apiKeyId: id, ...(organizationId !== undefined ? { organizationId } : {}) });
+      const { revoked } = await withStore(cli.out, "revoking the key", async (store) => {
+        if (organizationId !== undefined) await requireOrganization(store, organizationId);
+        return (await tenancyOf(store)).revokeApiKey({ apiKeyId: id, ...(organizationId !== undefined ? { organizationId } : {}) });
       });
       if (!revoked) throw notFound("api_key_not_found", `no active API key with id ${id} (see gatehouse keys list)`);
       cli.out.result({ id, revoked: true }, () => `revoked ${id}\n`);

@@ -1,7 +1,6 @@
-import { createTenancyStore } from "../../storage/tenancy-store.js";
 import { formatRecord, formatTable } from "../format.js";
 import { type CommandGroup, examples, helpGroups } from "../program.js";
-import { withApp } from "../with-app.js";
+import { tenancyOf, withStore } from "../with-app.js";
 
 /** `gatehouse orgs create|list`: organisations, on the data store directly. */
 export const registerOrgs: CommandGroup = (program, cli) => {
@@ -12,7 +11,9 @@ export const registerOrgs: CommandGroup = (program, cli) => {
     .description("create an organisation with its publishable and secret keys and an owner setup link (shown once)")
     .requiredOption("--name <name>", "the organisation's display name")
     .action(async (options: { name: string }) => {
-      const org = await withApp(cli.out, "creating the organisation", (app) => app.tenancy.createOrganization(options.name));
+      const org = await withStore(cli.out, "creating the organisation", async (store) =>
+        (await tenancyOf(store)).createOrganization(options.name),
+      );
       const out = {
         organization_id: org.organizationId,
         publishable_key: org.publishableKey,
@@ -27,13 +28,14 @@ export const registerOrgs: CommandGroup = (program, cli) => {
     .command("list")
     .description("list every organisation")
     .action(async () => {
-      const rows = await withApp(cli.out, "reading organisations", async (app) =>
-        (await createTenancyStore(app.database.client).listOrganizations()).map((o) => ({
+      const rows = await withStore(cli.out, "reading organisations", async (store) => {
+        const { createTenancyStore } = await import("../../storage/tenancy-store.js");
+        return (await createTenancyStore(store.database.client).listOrganizations()).map((o) => ({
           organization_id: o.id,
           name: o.name,
           created_at: o.createdAt.toISOString(),
-        })),
-      );
+        }));
+      });
       cli.out.result(rows, () =>
         formatTable(
           ["ORGANIZATION_ID", "CREATED", "NAME"],

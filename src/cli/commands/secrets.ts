@@ -153,6 +153,42 @@ export const registerSecrets: CommandGroup = (program, cli) => {
       cli.out.result({ name, environment: options.env, deleted: true }, () => `deleted ${name} from ${options.env} (every version)\n`);
     });
   examples(remove, ["gatehouse secrets delete OLD_TOKEN --env staging"]);
+
+  const rotateKey = secrets
+    .command("rotate-key")
+    .description("replace an organisation's sealing key (operator command: acts on the data store directly)")
+    .requiredOption("--org <id>", "organisation id")
+    .addHelpText(
+      "after",
+      "\nAn operator command, unlike the rest of this group: it reads DATABASE_URL, GATEHOUSE_DATA_DIR and\n" +
+        "GATEHOUSE_MASTER_KEY as the server does, not GATEHOUSE_URL. Clients seal to the new key from now on;\n" +
+        "values sealed to the old one are accepted for 24 hours more, then refused (409 sealing_key_outdated).\n" +
+        'With --json: {"organization_id", "key_id", "previous": [{"key_id", "retired_at", "accepted_until"}]}.',
+    )
+    .action(async (options: { org: string }) => {
+      const { requireOrganization, secretKeyringsOf, withStore } = await import("../with-app.js");
+      const out = await withStore(cli.out, "rotating the sealing key", async (store) => {
+        await requireOrganization(store, options.org);
+        const rotated = await (await secretKeyringsOf(store)).rotate(options.org);
+        return {
+          organization_id: options.org,
+          key_id: rotated.current.keyId,
+          previous: rotated.previous.map((key) => ({
+            key_id: key.keyId,
+            retired_at: key.retiredAt.toISOString(),
+            accepted_until: key.acceptedUntil.toISOString(),
+          })),
+        };
+      });
+      cli.out.result(out, () =>
+        [
+          `sealing key rotated: clients seal to ${out.key_id} from now on`,
+          ...out.previous.map((key) => `  ${key.key_id} accepted until ${key.accepted_until}`),
+          "",
+        ].join("\n"),
+      );
+    });
+  examples(rotateKey, ['gatehouse secrets rotate-key --org "$ORG"', 'gatehouse secrets rotate-key --org "$ORG" --json']);
 };
 
 /**

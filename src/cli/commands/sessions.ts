@@ -1,14 +1,11 @@
 import { InvalidArgumentError } from "commander";
-import type { App } from "../../app.js";
 import { notFound } from "../../domain/errors.js";
 import { isUuid } from "../../domain/identity/identifiers.js";
-import { createDashboardStore, type IdentitySessionSummaryRecord } from "../../storage/dashboard-store.js";
-import { createIdentityStore } from "../../storage/identity-store.js";
-import { createTenancyStore } from "../../storage/tenancy-store.js";
+import type { IdentitySessionSummaryRecord } from "../../storage/dashboard-store.js";
 import { UsageError } from "../errors.js";
 import { formatTable } from "../format.js";
 import { type CommandGroup, examples, helpGroups } from "../program.js";
-import { requireOrganization, withApp } from "../with-app.js";
+import { type OperatorStore, requireOrganization, withApp, withStore } from "../with-app.js";
 
 /** A session or identity id on the command line: a UUID (any case), else a usage error (exit 2, invalid_value). */
 function uuidArgument(raw: string): string {
@@ -24,11 +21,12 @@ function uuidArgument(raw: string): string {
  * stores' queries are; an operator's organisations are few.
  */
 async function locate<T>(
-  app: App,
+  app: Pick<OperatorStore, "database">,
   org: string | undefined,
   find: (organizationId: string) => Promise<T | null>,
 ): Promise<{ organizationId: string; found: T } | null> {
   if (org !== undefined) await requireOrganization(app, org);
+  const { createTenancyStore } = await import("../../storage/tenancy-store.js");
   const candidates = org !== undefined ? [org] : (await createTenancyStore(app.database.client).listOrganizations()).map((o) => o.id);
   for (const organizationId of candidates) {
     const found = await find(organizationId);
@@ -43,7 +41,12 @@ const revokedAlready = (sessionId: string) =>
 const where = (org: string | undefined) => (org === undefined ? "" : ` in organisation ${org}`);
 
 /** Every session of an identity, newest first (the dashboard's listing, read page by page). */
-async function listSessions(app: App, organizationId: string, identityId: string): Promise<IdentitySessionSummaryRecord[]> {
+async function listSessions(
+  app: Pick<OperatorStore, "database">,
+  organizationId: string,
+  identityId: string,
+): Promise<IdentitySessionSummaryRecord[]> {
+  const { createDashboardStore } = await import("../../storage/dashboard-store.js");
   const store = createDashboardStore(app.database.client, app.database.provider);
   const all: IdentitySessionSummaryRecord[] = [];
   for (;;) {
@@ -75,7 +78,8 @@ export const registerSessions: CommandGroup = (program, cli) => {
     .requiredOption("--identity <identity-id>", "the identity (end user) whose sessions to list", uuidArgument)
     .option("--org <id>", "the identity's organisation (found from the identity when left out)")
     .action(async (options: { identity: string; org?: string }) => {
-      const rows = await withApp(cli.out, "reading sessions", async (app) => {
+      const rows = await withStore(cli.out, "reading sessions", async (app) => {
+        const { createIdentityStore } = await import("../../storage/identity-store.js");
         const identities = createIdentityStore(app.database.client, app.database.sql);
         const located = await locate(app, options.org, (org) => identities.findIdentity(org, options.identity));
         if (located === null) throw notFound("identity_not_found", `identity ${options.identity} does not exist${where(options.org)}`);
@@ -124,6 +128,7 @@ export const registerSessions: CommandGroup = (program, cli) => {
           throw new UsageError("give a session id or --identity, not both", "conflicting_options");
         }
         const out = await withApp(cli.out, "revoking the sessions", async (app) => {
+          const { createIdentityStore } = await import("../../storage/identity-store.js");
           const identities = createIdentityStore(app.database.client, app.database.sql);
           const located = await locate(app, options.org, (org) => identities.findIdentity(org, identityId));
           if (located === null) throw notFound("identity_not_found", `identity ${identityId} does not exist${where(options.org)}`);
@@ -138,6 +143,7 @@ export const registerSessions: CommandGroup = (program, cli) => {
         throw new UsageError("missing required argument 'session-id' (or give --identity <identity-id>)", "missing_argument");
       }
       await withApp(cli.out, "revoking the session", async (app) => {
+        const { createIdentityStore } = await import("../../storage/identity-store.js");
         const identities = createIdentityStore(app.database.client, app.database.sql);
         const located = await locate(app, options.org, (org) => identities.findSession(org, sessionId));
         if (located === null) {

@@ -1,24 +1,76 @@
-import { systemClock } from "../../domain/clock.js";
+import { DomainError, invalidArgument, type Violation } from "../../domain/errors.js";
 import { effectiveSettings, parseSettingsAssignments, settingsKeyHelp, settingsToJson } from "../../domain/identity/settings.js";
-import { updateIdentitySettings } from "../../domain/identity/update-identity-settings.js";
-import { createIdentityStore } from "../../storage/identity-store.js";
 import { formatRecord } from "../format.js";
 import { type CommandGroup, examples, helpGroups } from "../program.js";
-import { requireOrganization, withApp } from "../with-app.js";
+import { type OperatorStore, requireOrganization, withStore } from "../with-app.js";
 
-const keyWidth = Math.max(...Object.keys(settingsKeyHelp).map((key) => key.length));
+/** The secrets area's setting, stored with the organisation (docs/secrets.md, "Rotating the sealing key"). */
+const rotationDaysKey = "sealing_key_rotation_days";
+const maxRotationDays = 3650;
+const keyHelp: Record<string, string> = {
+  ...settingsKeyHelp,
+  [rotationDaysKey]: `days after which the sealing key is rotated when next read, 1 to ${maxRotationDays}; 0: never (default 0)`,
+};
+
+const keyWidth = Math.max(...Object.keys(keyHelp).map((key) => key.length));
 
 const keysHelp = `
 Keys:
-${Object.entries(settingsKeyHelp)
+${Object.entries(keyHelp)
   .map(([key, help]) => `  ${key.padEnd(keyWidth)}  ${help}`)
-  .join("")}
+  .join("\n")}
 
 Combinations that cannot work are refused with the rule they break: the RP ID is a
 domain (not an IP address); every origin is https (http only for localhost); and every
 origin lies within the RP ID ("the RP ID must be equal to the origin's effective domain,
 or a registrable domain suffix of the origin's effective domain", WebAuthn Level 3).
 An empty rp_id or origins follows PUBLIC_URL.`;
+
+/**
+ * Splits sealing_key_rotation_days off the identity settings' assignments and
+ * parses both, listing every problem of the command line at once.
+ */
+function parseAssignments(assignments: readonly string[]) {
+  const violations: Violation[] = [];
+  const identity = assignments.filter((assignment) => !assignment.startsWith(`${rotationDaysKey}=`));
+  const rotation = assignments.filter((assignment) => assignment.startsWith(`${rotationDaysKey}=`));
+  let rotationDays: number | undefined;
+  if (rotation.length > 1) violations.push({ field: rotationDaysKey, description: "is given more than once" });
+  for (const assignment of rotation) {
+    const raw = assignment.slice(rotationDaysKey.length + 1);
+    rotationDays = Number(raw);
+    if (!/^\d+$/.test(raw) || rotationDays > maxRotationDays) {
+      violations.push({
+        field: rotationDaysKey,
+        description: `must be a whole number of days from 0 (never) to ${maxRotationDays}, got "${raw}"`,
+      });
+    }
+  }
+  let patch: ReturnType<typeof parseSettingsAssignments> = {};
+  if (identity.length > 0 || rotation.length === 0) {
+    try {
+      patch = parseSettingsAssignments(identity);
+    } catch (error) {
+      if (!(error instanceof DomainError) || error.kind !== "invalid_argument") throw error;
+      violations.unshift(...error.violations);
+    }
+  }
+  if (violations.length > 0) throw invalidArgument(violations);
+  return { patch, rotationDays, changesIdentity: identity.length > 0 };
+}
+
+/** The settings as get and set print them: the identity settings in effect, then the secrets area's. */
+async function settingsOf(store: OperatorStore, organizationId: string) {
+  const [{ createIdentityStore }, { createSecretsStore }] = await Promise.all([
+    import("../../storage/identity-store.js"),
+    import("../../storage/secrets-store.js"),
+  ]);
+  const stored = await createIdentityStore(store.database.client).findSettings(organizationId);
+  return {
+    ...settingsToJson(effectiveSettings(stored, store.config.publicUrl)),
+    [rotationDaysKey]: (await createSecretsStore(store.database.client).findSealingKeyRotationDays(organizationId)) ?? 0,
+  };
+}
 
 function formatSettings(settings: Record<string, unknown>): string {
   return formatRecord(
@@ -31,17 +83,16 @@ export const registerSettings: CommandGroup = (program, cli) => {
   const settings = program
     .command("settings")
     .helpGroup(helpGroups.operator)
-    .description("show and change an organisation's identity settings (operators only)");
+    .description("show and change an organisation's identity settings and sealing-key rotation (operators only)");
 
   const get = settings
     .command("get")
     .description("show the identity settings in effect, defaults resolved")
     .requiredOption("--org <id>", "organisation id")
     .action(async (options: { org: string }) => {
-      const current = await withApp(cli.out, "reading settings", async (app) => {
-        await requireOrganization(app, options.org);
-        const stored = await createIdentityStore(app.database.client).findSettings(options.org);
-        return settingsToJson(effectiveSettings(stored, app.config.publicUrl));
+      const current = await withStore(cli.out, "reading settings", async (store) => {
+        await requireOrganization(store, options.org);
+        return settingsOf(store, options.org);
       });
       cli.out.result(current, () => formatSettings(current));
     });
@@ -49,24 +100,42 @@ export const registerSettings: CommandGroup = (program, cli) => {
 
   const set = settings
     .command("set")
-    .description("change identity settings; every problem is listed at once and nothing changes")
+    .description("change identity settings and sealing_key_rotation_days; every problem is listed at once and nothing changes")
     .requiredOption("--org <id>", "organisation id")
     .argument("<key=value...>", "settings to change (keys below)")
     .addHelpText("after", keysHelp)
     .action(async (assignments: string[], options: { org: string }) => {
       // Validate before opening the store: every problem of the command line is listed at once.
-      const patch = parseSettingsAssignments(assignments);
-      const saved = await withApp(cli.out, "saving settings", async (app) => {
-        await requireOrganization(app, options.org);
-        // The identity domain's change, the dashboard's too: checked as a whole, then saved.
-        const stored = await updateIdentitySettings({
-          store: createIdentityStore(app.database.client),
-          clock: systemClock,
-          publicUrl: app.config.publicUrl,
-          organizationId: options.org,
-          patch,
+      const { patch, rotationDays, changesIdentity } = parseAssignments(assignments);
+      const saved = await withStore(cli.out, "saving settings", async (store) => {
+        await requireOrganization(store, options.org);
+        const [{ updateIdentitySettings }, { createIdentityStore }, { createSecretsStore }, { sealingKeysTopic }, { systemClock }] =
+          await Promise.all([
+            import("../../domain/identity/update-identity-settings.js"),
+            import("../../storage/identity-store.js"),
+            import("../../storage/secrets-store.js"),
+            import("../../domain/secrets/secret-keyrings.js"),
+            import("../../domain/clock.js"),
+          ]);
+        // One transaction: every setting is saved, or (an inconsistent combination) none is.
+        await store.changeFeed().transaction(async (tx, notify) => {
+          // The identity domain's change, the dashboard's too: checked as a whole, then saved.
+          if (changesIdentity) {
+            await updateIdentitySettings({
+              store: createIdentityStore(tx),
+              clock: systemClock,
+              publicUrl: store.config.publicUrl,
+              organizationId: options.org,
+              patch,
+            });
+          }
+          if (rotationDays !== undefined) {
+            await createSecretsStore(tx).setSealingKeyRotationDays(options.org, rotationDays);
+            // Running instances forget the organisation's cached keys, and with them the old schedule.
+            notify(sealingKeysTopic, options.org);
+          }
         });
-        return settingsToJson(effectiveSettings(stored, app.config.publicUrl));
+        return settingsOf(store, options.org);
       });
       cli.out.result(saved, () => formatSettings(saved));
     });
@@ -74,5 +143,6 @@ export const registerSettings: CommandGroup = (program, cli) => {
     'gatehouse settings set --org "$ORG" password=true',
     'gatehouse settings set --org "$ORG" rp_id=example.com origins=https://example.com,https://app.example.com',
     'gatehouse settings set --org "$ORG" rp_id= origins=        # back to the defaults from PUBLIC_URL',
+    'gatehouse settings set --org "$ORG" sealing_key_rotation_days=30',
   ]);
 };

@@ -1,3 +1,4 @@
+import { sessionSigningKeyPurpose } from "../master-key/wrapped-purposes.js";
 import { randomUUID } from "node:crypto";
 import type { CryptoKey } from "jose";
 import type { MasterKeyring } from "../../crypto/envelope.js";
@@ -112,7 +113,7 @@ const rotationNoticeMs = 2 * activeKeyRecheckMs;
 const publicationMarginMs = 300_000;
 
 /** The master key's purpose: a wrapped key opens only as this organisation's key under this kid. */
-const purposeOf = (organizationId: string, kid: string) => `session-signing-key:${organizationId}:${kid}`;
+const purposeOf = sessionSigningKeyPurpose;
 
 function unauthenticated(reason: string, message: string): DomainError {
   return new DomainError("unauthenticated", reason, message);
@@ -198,6 +199,7 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
         id: generated.kid,
         organizationId,
         privateKeyEnc: deps.keyring.wrap(generated.privateKeyDer, purposeOf(organizationId, generated.kid)),
+        masterKeyId: deps.keyring.currentId,
         publicJwk: JSON.stringify(generated.publicJwk),
         createdAt: now,
       });
@@ -231,7 +233,7 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
   async function openKey(organizationId: string, row: SessionSigningKeyRecord, now: Date): Promise<ActiveKey> {
     const cached = active.get(organizationId);
     if (cached?.kid === row.id) return { ...cached, checkedAt: now.getTime() };
-    const privateKey = await importSigningKey(deps.keyring.unwrap(row.privateKeyEnc, purposeOf(organizationId, row.id)));
+    const privateKey = await importSigningKey(deps.keyring.unwrap(row.privateKeyEnc, purposeOf(organizationId, row.id), row.masterKeyId));
     return { kid: row.id, privateKey, createdAt: row.createdAt, checkedAt: now.getTime() };
   }
 

@@ -62,7 +62,8 @@ export interface Registered extends SignedIn {
   credentialId: string;
 }
 
-const decoySecretKey = "passkey-decoy-secret";
+/** The SystemState key of the decoy secret, wrapped by the master key with this key as its purpose. */
+export const decoySecretKey = "passkey-decoy-secret";
 const pruneEveryMs = 10 * 60_000;
 /** Spent and expired ceremonies are kept this long (for the "used" and "expired" answers), then dropped. */
 const ceremonyRetentionMs = 60 * 60_000;
@@ -149,8 +150,11 @@ export function createPasskeys(deps: PasskeysDeps) {
 
   async function secret(): Promise<Buffer> {
     decoySecret ??= deps.passkeys
-      .findOrCreateSystemValue(decoySecretKey, () => deps.keyring.wrap(deps.random(32), decoySecretKey).toString("base64"))
-      .then((sealed) => deps.keyring.unwrap(Buffer.from(sealed, "base64"), decoySecretKey));
+      .findOrCreateSystemValue(decoySecretKey, () => ({
+        value: deps.keyring.wrap(deps.random(32), decoySecretKey).toString("base64"),
+        masterKeyId: deps.keyring.currentId,
+      }))
+      .then((sealed) => deps.keyring.unwrap(Buffer.from(sealed.value, "base64"), decoySecretKey, sealed.masterKeyId));
     return decoySecret.catch((error: unknown) => {
       decoySecret = undefined;
       throw error;

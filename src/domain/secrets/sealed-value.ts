@@ -52,42 +52,60 @@ export function decodeSealedValue(encoded: string, into: Violation[]): Buffer | 
   return bytes;
 }
 
-/**
- * Opens a sealed value with the organisation's private key: the plain format
- * (exactly one RSA block) or the hybrid one (an RSA block holding an AES-256 key,
- * then IV || AES-256-GCM ciphertext || tag, no associated data). Returns the
- * value's bytes, or null with a violation saying what to fix.
- */
-export async function openSealedValue(
-  sealed: Buffer,
-  privateKey: KeyObject,
-  keyId: string,
-  decryptor: RsaDecryptor,
-  into: Violation[],
-): Promise<Buffer | null> {
-  const block = sealed.subarray(0, rsaBlockBytes);
-  const opened = await decryptor.decrypt(privateKey, block);
-  if (opened === null) {
-    into.push({
-      field,
-      description:
-        `does not decrypt with the organisation's key (key_id ${keyId}): use RSA-OAEP with SHA-256 and MGF1-SHA-256 ` +
-        "(not PKCS#1 v1.5, not SHA-1) with the organisation's current public key (GET /organization/{id}/secrets/public-key)",
-    });
-    return null;
-  }
-  if (sealed.length === rsaBlockBytes) return opened;
+/** A private key that may open a sealed value, and its key_id. */
+export interface SealingKeyCandidate {
+  keyId: string;
+  privateKey: KeyObject;
+}
 
-  if (opened.length !== aesKeyBytes) {
-    into.push({
-      field,
-      description: `is in the hybrid format (longer than ${rsaBlockBytes} bytes) but its RSA block holds ${opened.length} bytes instead of a 32-byte AES-256 key`,
-    });
-    return null;
+/**
+ * Which of the keys opens the sealed value's RSA block, tried in order: the
+ * block's plaintext and the key, or null. RSA-OAEP decryption with a wrong
+ * key fails its padding check (RFC 8017, 7.1.2 step 3), so trying the next
+ * key is safe; a value is never taken from a key that merely "decrypted".
+ */
+export async function openRsaBlock(
+  sealed: Buffer,
+  keys: readonly SealingKeyCandidate[],
+  decryptor: RsaDecryptor,
+): Promise<{ block: Buffer; keyId: string } | null> {
+  const ciphertext = sealed.subarray(0, rsaBlockBytes);
+  for (const key of keys) {
+    const block = await decryptor.decrypt(key.privateKey, ciphertext);
+    if (block !== null) return { block, keyId: key.keyId };
   }
+  return null;
+}
+
+/** The violation of a sealed value that no key of the organisation opens. */
+export function notSealedToKey(keyId: string): Violation {
+  return {
+    field,
+    description:
+      `does not decrypt with the organisation's key (key_id ${keyId}): use RSA-OAEP with SHA-256 and MGF1-SHA-256 ` +
+      "(not PKCS#1 v1.5, not SHA-1) with the organisation's current public key (GET /organization/{id}/secrets/public-key)",
+  };
+}
+
+/**
+ * Opens a sealed value whose RSA block `block` is (openRsaBlock): the plain
+ * format (exactly one RSA block) or the hybrid one (an RSA block holding an
+ * AES-256 key, then IV || AES-256-GCM ciphertext || tag, no associated data).
+ * Returns the value's bytes, or null with a violation saying what to fix.
+ * Takes ownership of `block` (it is zeroed).
+ */
+export function openSealedPayload(sealed: Buffer, block: Buffer, into: Violation[]): Buffer | null {
+  if (sealed.length === rsaBlockBytes) return block;
   try {
+    if (block.length !== aesKeyBytes) {
+      into.push({
+        field,
+        description: `is in the hybrid format (longer than ${rsaBlockBytes} bytes) but its RSA block holds ${block.length} bytes instead of a 32-byte AES-256 key`,
+      });
+      return null;
+    }
     const iv = sealed.subarray(rsaBlockBytes, rsaBlockBytes + ivBytes);
-    const decipher = createDecipheriv("aes-256-gcm", opened, iv);
+    const decipher = createDecipheriv("aes-256-gcm", block, iv);
     decipher.setAuthTag(sealed.subarray(sealed.length - tagBytes));
     return Buffer.concat([decipher.update(sealed.subarray(rsaBlockBytes + ivBytes, sealed.length - tagBytes)), decipher.final()]);
   } catch {
@@ -99,7 +117,7 @@ export async function openSealedValue(
     });
     return null;
   } finally {
-    opened.fill(0);
+    block.fill(0);
   }
 }
 

@@ -8,8 +8,8 @@ import { createCurrentValuesCache, retrievableSorted, type RetrievableValue } fr
 import type { createClientKeyParser } from "./client-key.js";
 import { sealForClient, type RetrievalEnvelope, type RetrievedSecret } from "./retrieval-envelope.js";
 import type { RsaDecryptor } from "./rsa-decryption-pool.js";
-import { decodeSealedValue, openSealedValue, valueText } from "./sealed-value.js";
-import type { SecretKeyrings } from "./secret-keyrings.js";
+import { decodeSealedValue, notSealedToKey, openRsaBlock, openSealedPayload, valueText } from "./sealed-value.js";
+import type { OrganizationKeys, PreviousSealingKey, SecretKeyrings, SealingKeyRotated } from "./secret-keyrings.js";
 import { byteOrder, carriesEvery, checkEnvironment, checkName, checkTags, maxRetrieveNames } from "./secret-rules.js";
 import { openAtRest, sealAtRest } from "./value-at-rest.js";
 
@@ -18,6 +18,24 @@ export interface SecretsCaller {
   organizationId: string;
   /** Audit name of the account and key. */
   actor: string;
+}
+
+/** One of the organisation's sealing keys, as the API describes it (never the private key). */
+export interface SealingKeyView {
+  keyId: string;
+  publicKeyPem: string;
+  createdAt: Date;
+  /** When a rotation replaced it; absent for the current key. */
+  retiredAt?: Date;
+  /** Until when a value sealed to it is accepted; absent for the current key. */
+  acceptedUntil?: Date;
+}
+
+/** The organisation's sealing keys: the current one (null before first use) and those rotations replaced that are kept. */
+export interface SealingKeysView {
+  current: SealingKeyView | null;
+  previous: SealingKeyView[];
+  rotationDays: number;
 }
 
 /** A secret's metadata: what listings and writes return. */
@@ -33,6 +51,8 @@ export interface PutSecretInput {
   name: string;
   environment: string;
   encryptedValue: string;
+  /** The key_id the value is sealed to, when the request names it (empty: not named). */
+  keyId?: string | undefined;
   /** undefined when the request did not carry it. */
   sealed: boolean | undefined;
   tags: readonly string[];
@@ -124,9 +144,92 @@ export function createSecrets(deps: SecretsDeps) {
   });
 
   async function getPublicKey(caller: SecretsCaller): Promise<{ publicKeyPem: string; keyId: string }> {
-    const keys = await deps.keyrings.obtain(caller.organizationId);
+    // A key due for its scheduled rotation is replaced first: clients learn of a new key by reading it.
+    const keys = await deps.keyrings.obtainForSealing(caller.organizationId);
     return { publicKeyPem: keys.publicKeyPem, keyId: keys.keyId };
   }
+
+  const previousView = (key: PreviousSealingKey): SealingKeyView => ({
+    keyId: key.keyId,
+    publicKeyPem: key.publicKeyPem,
+    createdAt: key.createdAt,
+    retiredAt: key.retiredAt,
+    acceptedUntil: key.acceptedUntil,
+  });
+
+  /** Replaces the organisation's sealing key; the replaced one is accepted for 24 hours. */
+  async function rotatePublicKey(caller: SecretsCaller): Promise<{ current: SealingKeyView; previous: SealingKeyView[] }> {
+    const rotated: SealingKeyRotated = await deps.keyrings.rotate(caller.organizationId);
+    return {
+      current: { keyId: rotated.current.keyId, publicKeyPem: rotated.current.publicKeyPem, createdAt: rotated.current.createdAt },
+      previous: rotated.previous.map(previousView),
+    };
+  }
+
+  /** The organisation's sealing keys, without creating one. */
+  async function listPublicKeys(caller: SecretsCaller): Promise<SealingKeysView> {
+    const keys = await deps.keyrings.find(caller.organizationId);
+    if (!keys) return { current: null, previous: [], rotationDays: 0 };
+    return {
+      current: { keyId: keys.keyId, publicKeyPem: keys.publicKeyPem, createdAt: keys.keyCreatedAt },
+      previous: keys.previous.map(previousView),
+      rotationDays: keys.rotationDays,
+    };
+  }
+
+  type Opening = { kind: "opened"; value: Buffer | null } | { kind: "outdated"; description: string } | { kind: "not_opened" };
+
+  /**
+   * Opens a sealed value with the organisation's keys. With a key_id, only
+   * that key, if it is current or within its grace period. Without one: the
+   * current key, then the keys within their grace period, newest first; a
+   * value that only a key past its grace period opens is outdated.
+   */
+  async function openWithKeys(
+    sealed: Buffer,
+    keys: OrganizationKeys,
+    keyId: string | undefined,
+    violations: Violation[],
+  ): Promise<Opening> {
+    const now = deps.clock().getTime();
+    const current = { keyId: keys.keyId, privateKey: keys.privateKey };
+    const accepted = keys.previous.filter((key) => key.acceptedUntil.getTime() > now);
+    if (keyId !== undefined) {
+      const named = keyId === keys.keyId ? current : keys.previous.find((key) => key.keyId === keyId);
+      if (!named) return { kind: "outdated", description: `key_id ${keyId} names no sealing key of the organisation` };
+      if (!accepted.includes(named as PreviousSealingKey) && named !== current) {
+        const retired = named as PreviousSealingKey;
+        return {
+          kind: "outdated",
+          description: `key_id ${keyId} was replaced at ${retired.retiredAt.toISOString()} and accepted until ${retired.acceptedUntil.toISOString()}`,
+        };
+      }
+      const opened = await openRsaBlock(sealed, [named], deps.decryptor);
+      if (!opened) {
+        violations.push(notSealedToKey(keyId));
+        return { kind: "opened", value: null };
+      }
+      return { kind: "opened", value: openSealedPayload(sealed, opened.block, violations) };
+    }
+    const opened = await openRsaBlock(sealed, [current, ...accepted], deps.decryptor);
+    if (opened) return { kind: "opened", value: openSealedPayload(sealed, opened.block, violations) };
+    // Only to say "outdated" rather than "not sealed": at most the four most recently replaced keys past their grace.
+    const retired = keys.previous.filter((key) => !accepted.includes(key)).slice(0, 4);
+    const recognised = await openRsaBlock(sealed, retired, deps.decryptor);
+    if (recognised) {
+      recognised.block.fill(0);
+      const key = retired.find((k) => k.keyId === recognised.keyId) as PreviousSealingKey;
+      return {
+        kind: "outdated",
+        description: `encrypted_value is sealed to key_id ${key.keyId}, replaced at ${key.retiredAt.toISOString()} and accepted until ${key.acceptedUntil.toISOString()}`,
+      };
+    }
+    return { kind: "not_opened" };
+  }
+
+  /** Whether two readings of an organisation's keys hold the same keys (a fresh read changed nothing). */
+  const sameKeys = (a: OrganizationKeys, b: OrganizationKeys) =>
+    a.keyId === b.keyId && a.previous.map((key) => key.keyId).join() === b.previous.map((key) => key.keyId).join();
 
   async function putSecret(caller: SecretsCaller, input: PutSecretInput): Promise<SecretView> {
     const violations: Violation[] = [];
@@ -149,11 +252,22 @@ export function createSecrets(deps: SecretsDeps) {
       });
     }
 
+    let keyId = input.keyId === "" ? undefined : input.keyId;
+    if (keyId !== undefined && !/^[0-9a-f]{64}$/.test(keyId)) {
+      keyId = undefined;
+      violations.push({
+        field: "key_id",
+        description:
+          "must be the key_id of the organisation's public key (64 lower-case hex digits, GET /organization/{id}/secrets/public-key), or absent",
+      });
+    }
+
     let plaintext: Buffer | null = null;
+    let outdated: { description: string; currentKeyId: string } | null = null;
     const before = violations.length;
     const sealed = decodeSealedValue(input.encryptedValue, violations);
-    if (sealed) {
-      const keys = await deps.keyrings.find(caller.organizationId);
+    if (sealed && violations.length === before) {
+      let keys = await deps.keyrings.find(caller.organizationId);
       if (!keys) {
         violations.push({
           field: "encrypted_value",
@@ -161,9 +275,33 @@ export function createSecrets(deps: SecretsDeps) {
             "cannot be opened: the organisation has no secrets key yet; fetch it with GET /organization/{id}/secrets/public-key, seal the value to it and retry",
         });
       } else {
-        plaintext = await openSealedValue(sealed, keys.privateKey, keys.keyId, deps.decryptor, violations);
-        if (plaintext && valueText(plaintext, violations) === null) plaintext = null;
+        let opening = await openWithKeys(sealed, keys, keyId, violations);
+        if (opening.kind !== "opened") {
+          // The cached keys may predate a rotation on another instance: read them again once.
+          const fresh = await deps.keyrings.find(caller.organizationId, { fresh: true });
+          if (fresh && !sameKeys(fresh, keys)) {
+            keys = fresh;
+            opening = await openWithKeys(sealed, keys, keyId, violations);
+          }
+        }
+        if (opening.kind === "opened") plaintext = opening.value;
+        else if (opening.kind === "outdated") outdated = { description: opening.description, currentKeyId: keys.keyId };
+        else violations.push(notSealedToKey(keys.keyId));
+        if (plaintext && valueText(plaintext, violations) === null) {
+          plaintext.fill(0);
+          plaintext = null;
+        }
       }
+    }
+    if (outdated) {
+      const description = `${outdated.description}: seal the value again to the current key, key_id ${outdated.currentKeyId} (GET /organization/{id}/secrets/public-key)`;
+      // Alone, it is a conflict with the key's state (409); beside other problems, one of them.
+      if (violations.length === 0) {
+        throw new DomainError("aborted", "sealing_key_outdated", description, [
+          { field: keyId !== undefined ? "key_id" : "encrypted_value", description },
+        ]);
+      }
+      violations.push({ field: keyId !== undefined ? "key_id" : "encrypted_value", description });
     }
     if (violations.length > before) reasons.add("value_not_sealed");
 
@@ -364,7 +502,19 @@ export function createSecrets(deps: SecretsDeps) {
     values.forget();
   }
 
-  return { getPublicKey, putSecret, listSecrets, listEnvironments, retrieveSecrets, deleteSecret, listVersions, listAuditEvents, close };
+  return {
+    getPublicKey,
+    rotatePublicKey,
+    listPublicKeys,
+    putSecret,
+    listSecrets,
+    listEnvironments,
+    retrieveSecrets,
+    deleteSecret,
+    listVersions,
+    listAuditEvents,
+    close,
+  };
 }
 
 export type Secrets = ReturnType<typeof createSecrets>;

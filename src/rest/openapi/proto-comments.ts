@@ -299,6 +299,8 @@ export const protoComments: Readonly<Record<string, string>> = {
     "ListMembers lists the organisation's operators (people, not API keys), by\ne-mail. Pending invitations are listed by ListInvitations.",
   "svc.v1.DashboardService.ListOperatorPasskeys":
     "ListOperatorPasskeys lists the signed-in operator's own passkeys, the ones\nthey may sign in to the dashboard with, oldest first.",
+  "svc.v1.DashboardService.ListSealingKeys":
+    "ListSealingKeys lists the organisation's sealing keys, as\nSecretsService.ListPublicKeys does: the current one and the replaced ones\nstill kept, with the time until which each is accepted.",
   "svc.v1.DashboardService.ListSecretEnvironments": "ListSecretEnvironments lists the environments that hold at least one secret, sorted.",
   "svc.v1.DashboardService.ListSessionSigningKeys":
     "ListSessionSigningKeys lists the organisation's session signing keys that\n`/.well-known/jwks.json` publishes, newest first: the live key, which signs\nthe organisation's new session tokens, then retired keys until the last\ntoken each signed has expired. Each organisation has keys of its own.",
@@ -323,6 +325,8 @@ export const protoComments: Readonly<Record<string, string>> = {
     "RollbackConfigRevision makes an earlier revision's document current again,\nrecorded as a new revision (as the config API's rollback; members may\nchange the configuration, as with PUT .../config).",
   "svc.v1.DashboardService.RotateIdentityKey":
     "RotateIdentityKey replaces the publishable or the secret key: the old one is\nrevoked at once and the new one is in the answer, once.",
+  "svc.v1.DashboardService.RotateSealingKey":
+    "RotateSealingKey replaces the organisation's sealing key, as\nSecretsService.RotatePublicKey does: values sealed to the replaced key are\naccepted for 24 hours more.",
   "svc.v1.DashboardService.RotateSessionSigningKey":
     "RotateSessionSigningKey replaces the key that signs the organisation's\nsession tokens (ES256): the new key, with a new `kid`, signs every session\nfrom now on; the old one stays in the JWKS until the last token it signed\nhas expired, so sessions already issued keep verifying. Other\norganisations' keys do not change.",
   "svc.v1.DashboardService.SearchIdentities":
@@ -674,6 +678,21 @@ export const protoComments: Readonly<Record<string, string>> = {
   "svc.v1.ListOperatorPasskeysRequest": "Request of ListOperatorPasskeys.",
   "svc.v1.ListOperatorPasskeysResponse": "Answer of ListOperatorPasskeys.",
   "svc.v1.ListOperatorPasskeysResponse.passkeys": "The operator's passkeys, oldest first (at most 20).",
+  "svc.v1.ListPublicKeysRequest": "Request of ListPublicKeys.",
+  "svc.v1.ListPublicKeysRequest.organization_id": "Organisation id (a UUID).",
+  "svc.v1.ListPublicKeysResponse": "Answer of ListPublicKeys.",
+  "svc.v1.ListPublicKeysResponse.current": "The current key; absent before the organisation's first GetPublicKey.",
+  "svc.v1.ListPublicKeysResponse.previous_keys":
+    "The keys rotations replaced that are still kept, newest first: accepted\nuntil accepted_until, then recognised (and refused as outdated) for 7 days.",
+  "svc.v1.ListPublicKeysResponse.sealing_key_rotation_days":
+    "Days after which GetPublicKey rotates the key (0: no scheduled rotation);\nset with `gatehouse settings set --org <id> sealing_key_rotation_days=<days>`.",
+  "svc.v1.ListSealingKeysRequest": "Request of ListSealingKeys.",
+  "svc.v1.ListSealingKeysRequest.organization_id": "Organisation id (a UUID).",
+  "svc.v1.ListSealingKeysResponse": "Answer of ListSealingKeys.",
+  "svc.v1.ListSealingKeysResponse.current": "The current key; absent before the organisation's first use of secrets.",
+  "svc.v1.ListSealingKeysResponse.previous_keys": "The keys rotations replaced that are still kept, newest first.",
+  "svc.v1.ListSealingKeysResponse.sealing_key_rotation_days":
+    "Days after which the key is rotated when next read (0: no scheduled rotation).",
   "svc.v1.ListSecretAuditEventsRequest": "Request of ListSecretAuditEvents.",
   "svc.v1.ListSecretAuditEventsRequest.organization_id": "Organisation id (a UUID).",
   "svc.v1.ListSecretAuditEventsRequest.page_size": "Maximum number of events (1 to 100, default 50).",
@@ -749,6 +768,8 @@ export const protoComments: Readonly<Record<string, string>> = {
   "svc.v1.PutSecretRequest.encrypted_value":
     "Base64 of the sealed value: the RSA-OAEP (SHA-256, MGF1-SHA-256) ciphertext\nof the UTF-8 value under the organisation key (values up to 446 bytes), or,\nfor values up to 64 KiB, the RSA-OAEP ciphertext of a 32-byte AES key\nfollowed by a 12-byte IV, the AES-256-GCM ciphertext and its 16-byte tag.",
   "svc.v1.PutSecretRequest.environment": "Environment, `^[a-z0-9][a-z0-9_-]{0,63}$`.",
+  "svc.v1.PutSecretRequest.key_id":
+    "The key_id of the public key the value is sealed to (from GetPublicKey),\noptional. When given, only that key opens the value: the current key, or\na replaced one within its 24-hour grace period; any other key_id (a\nreplaced key past its grace period, or one that names no key of the\norganisation) is aborted (409) `sealing_key_outdated`, naming the current\nkey_id. Without it, the current key is tried, then the replaced keys within\ntheir grace period.",
   "svc.v1.PutSecretRequest.name": "Name, `^[A-Za-z_][A-Za-z0-9_.-]{0,127}$`.",
   "svc.v1.PutSecretRequest.organization_id": "Organisation id (a UUID).",
   "svc.v1.PutSecretRequest.sealed": "Must be true: plaintext is refused.",
@@ -868,11 +889,30 @@ export const protoComments: Readonly<Record<string, string>> = {
   "svc.v1.RotateIdentityKeyResponse": "Answer of RotateIdentityKey.",
   "svc.v1.RotateIdentityKeyResponse.key": "The new key itself. Shown this once: only its hash is stored.",
   "svc.v1.RotateIdentityKeyResponse.key_info": "The new key's description.",
+  "svc.v1.RotatePublicKeyRequest": "Request of RotatePublicKey.",
+  "svc.v1.RotatePublicKeyRequest.organization_id": "Organisation id (a UUID).",
+  "svc.v1.RotatePublicKeyResponse":
+    "Answer of RotatePublicKey: the new current key, and the replaced keys still\nkept. When two rotations race, both answer with the one key that won.",
+  "svc.v1.RotatePublicKeyResponse.key_id": "Hex SHA-256 of the new key's DER encoding.",
+  "svc.v1.RotatePublicKeyResponse.previous_keys": "The keys rotations replaced that are still kept, newest first.",
+  "svc.v1.RotatePublicKeyResponse.public_key_pem": "The new RSA-4096 public key, SPKI PEM.",
+  "svc.v1.RotateSealingKeyRequest": "Request of RotateSealingKey.",
+  "svc.v1.RotateSealingKeyRequest.organization_id": "Organisation id (a UUID).",
+  "svc.v1.RotateSealingKeyResponse": "Answer of RotateSealingKey.",
+  "svc.v1.RotateSealingKeyResponse.current": "The new current key.",
+  "svc.v1.RotateSealingKeyResponse.previous_keys": "The keys rotations replaced that are still kept, newest first.",
   "svc.v1.RotateSessionSigningKeyRequest": "Request of RotateSessionSigningKey.",
   "svc.v1.RotateSessionSigningKeyRequest.organization_id": "Organisation id (a UUID).",
   "svc.v1.RotateSessionSigningKeyResponse": "Answer of RotateSessionSigningKey.",
   "svc.v1.RotateSessionSigningKeyResponse.key": "The new key, which signs the organisation's sessions from now on.",
   "svc.v1.RotateSessionSigningKeyResponse.retired": "The keys it replaced, each published until its last token has expired.",
+  "svc.v1.SealingKey": "SealingKey describes one of the organisation's sealing keys (never its private key).",
+  "svc.v1.SealingKey.accepted_until":
+    "Until when a value sealed to it is accepted (retired_at + 24 h); absent\nfor the current key. After it, such a value is refused with aborted (409)\n`sealing_key_outdated`.",
+  "svc.v1.SealingKey.created_at": "When the key was made.",
+  "svc.v1.SealingKey.key_id": "Hex SHA-256 of the key's DER encoding (SPKI).",
+  "svc.v1.SealingKey.public_key_pem": "The RSA-4096 public key, SPKI PEM.",
+  "svc.v1.SealingKey.retired_at": "When a rotation replaced it; absent for the current key.",
   "svc.v1.SearchIdentitiesRequest": "Request of SearchIdentities.",
   "svc.v1.SearchIdentitiesRequest.organization_id": "Organisation id (a UUID).",
   "svc.v1.SearchIdentitiesRequest.page_size": "Maximum number of identities to return (1 to 100, default 20).",
@@ -899,13 +939,15 @@ export const protoComments: Readonly<Record<string, string>> = {
   "svc.v1.SecretVersion.tags": "Tags of that version.",
   "svc.v1.SecretVersion.version": "Version number.",
   "svc.v1.SecretsService":
-    "SecretsService stores named secrets per organisation and environment. Values\narrive only sealed to the organisation's RSA key and leave only encrypted to\nthe caller's temporary key; listings never contain values. Every RPC needs an\nAPI key whose account is an admin of the organisation.\n\nREST: /organization/{id}/secrets, .../secrets/public-key, .../secrets/retrieve,\n.../secrets/{name}?env=<environment>.",
+    "SecretsService stores named secrets per organisation and environment. Values\narrive only sealed to the organisation's RSA key and leave only encrypted to\nthe caller's temporary key; listings never contain values. Every RPC needs an\nAPI key whose account is an admin of the organisation.\n\nREST: /organization/{id}/secrets, .../secrets/public-key, .../secrets/public-key/rotate,\n.../secrets/retrieve, .../secrets/{name}?env=<environment>.",
   "svc.v1.SecretsService.DeleteSecret":
     "DeleteSecret permanently deletes a secret and all its versions in one\nenvironment. REST: DELETE /organization/{id}/secrets/{name}?env=<environment>.",
   "svc.v1.SecretsService.GetPublicKey":
-    "GetPublicKey returns the organisation's RSA-4096 public key, created on first use.\nREST: GET /organization/{id}/secrets/public-key.",
+    "GetPublicKey returns the organisation's current RSA-4096 public key (the\nsealing key), created on first use. When the organisation's\nsealing_key_rotation_days have passed since the key was made, the key is\nrotated first (as RotatePublicKey does). REST: GET /organization/{id}/secrets/public-key.",
   "svc.v1.SecretsService.ListEnvironments":
     "ListEnvironments lists the environments that hold at least one secret, sorted\n(byte order), so that a client can tell a typo in an environment name from an\nenvironment that is empty on purpose. Connect only (no REST path).",
+  "svc.v1.SecretsService.ListPublicKeys":
+    "ListPublicKeys lists the organisation's sealing keys: the current one and\nthose rotations replaced that are still kept, with the time until which a\nvalue sealed to each is accepted. It creates no key. Connect only (no REST path).",
   "svc.v1.SecretsService.ListSecretAuditEvents": "ListSecretAuditEvents lists who wrote, deleted or retrieved which secrets, newest first.",
   "svc.v1.SecretsService.ListSecretVersions": "ListSecretVersions lists the kept versions of one secret (metadata only), newest first.",
   "svc.v1.SecretsService.ListSecrets":
@@ -914,6 +956,8 @@ export const protoComments: Readonly<Record<string, string>> = {
     "PutSecret creates a secret or stores a new version of it. Only sealed values\nare accepted. REST: PUT /organization/{id}/secrets.",
   "svc.v1.SecretsService.RetrieveSecrets":
     "RetrieveSecrets returns the selected secrets' values, encrypted to the\ncaller's public key. REST: POST /organization/{id}/secrets/retrieve.\nA gateway key may retrieve only secrets its organisation's current\nconfiguration references (`${secret:<environment>/<name>}`), by name and\nwithout tags; anything else is permission_denied (secret_not_referenced).",
+  "svc.v1.SecretsService.RotatePublicKey":
+    "RotatePublicKey replaces the organisation's sealing key with a new RSA-4096\nkey pair: GetPublicKey returns the new key from now on. A value sealed to\nthe replaced key is still accepted for 24 hours, then refused with aborted\n(409) `sealing_key_outdated` naming the current key_id. Values already\nstored are not touched (they are kept under the organisation's data key).\nREST: POST /organization/{id}/secrets/public-key/rotate.",
   "svc.v1.Session": "Session is a signed-in session of one identity.",
   "svc.v1.Session.expires_at": "When the token expires.",
   "svc.v1.Session.token":

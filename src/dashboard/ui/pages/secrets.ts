@@ -1,3 +1,4 @@
+import type { SealingKey } from "../../../../gen/svc/v1/secrets_pb.js";
 import { api, dateOf } from "../client.js";
 import type { PageContext } from "../context.js";
 import { confirmButton, field, h, pager, replace, select, statusRegion, table, time } from "../dom.js";
@@ -11,6 +12,61 @@ export async function renderSecrets(ctx: PageContext): Promise<void> {
     replace(ctx.main, h("h1", { tabindex: "-1" }, "Secrets"), h("p", { class: "status status-info" }, "Only admins can see secrets."));
     return;
   }
+  const sealing = h("div", {});
+
+  /** The organisation's sealing keys (key ids only: the private halves never leave the server), and the rotation. */
+  async function loadSealingKeys(): Promise<void> {
+    const keys = await api.listSealingKeys({ organizationId });
+    const row = (key: SealingKey) => [
+      h("code", { "data-testid": key.retiredAt ? "previous-sealing-key" : "current-sealing-key" }, key.keyId),
+      time(dateOf(key.createdAt)),
+      key.retiredAt
+        ? h(
+            "span",
+            {},
+            (dateOf(key.acceptedUntil)?.getTime() ?? 0) > Date.now() ? "accepted until " : "refused since ",
+            time(dateOf(key.acceptedUntil)),
+          )
+        : "current: clients seal to it",
+    ];
+    replace(
+      sealing,
+      h(
+        "section",
+        { class: "card", "aria-labelledby": "sealing-key-title" },
+        h("h2", { id: "sealing-key-title" }, "Sealing key"),
+        h(
+          "p",
+          {},
+          "Clients seal values to this RSA-4096 public key (GET /organization/{id}/secrets/public-key). Rotating makes a new key " +
+            "current; values sealed to the old one are accepted for 24 hours more. Stored values are not touched. ",
+          keys.sealingKeyRotationDays > 0
+            ? `Rotated every ${keys.sealingKeyRotationDays} days.`
+            : "No scheduled rotation (gatehouse settings set --org <id> sealing_key_rotation_days=<days>).",
+        ),
+        table(
+          "Sealing keys",
+          ["Key id", "Created", "State"],
+          [...(keys.current ? [keys.current] : []), ...keys.previousKeys].map(row),
+          "No key yet: the first read of the public key creates one.",
+        ),
+        confirmButton(
+          "Rotate sealing key",
+          "Clients must fetch the new public key; values sealed to the old one are accepted for 24 hours.",
+          async () => {
+            try {
+              const rotated = await api.rotateSealingKey({ organizationId });
+              status.show(`Sealing key rotated: the current key_id is ${rotated.current?.keyId ?? "new"}.`, "success");
+              await loadSealingKeys();
+            } catch (error) {
+              showProblem(error, {}, status);
+            }
+          },
+        ),
+      ),
+    );
+  }
+
   const { environments } = await api.listSecretEnvironments({ organizationId });
   if (environments.length === 0) {
     replace(
@@ -21,7 +77,10 @@ export async function renderSecrets(ctx: PageContext): Promise<void> {
         { class: "empty" },
         "No secrets yet. Store them sealed with PUT /organization/{id}/secrets or the gatehouse CLI; they appear here by environment.",
       ),
+      status.element,
+      sealing,
     );
+    await loadSealingKeys();
     return;
   }
   const wanted = new URLSearchParams(location.search).get("env");
@@ -85,6 +144,7 @@ export async function renderSecrets(ctx: PageContext): Promise<void> {
     environment.wrapper,
     status.element,
     list,
+    sealing,
   );
-  await load("");
+  await Promise.all([load(""), loadSealingKeys()]);
 }
