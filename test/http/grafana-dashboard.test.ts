@@ -159,6 +159,15 @@ routes:
   - name: down
     path: /down
     upstream: http://127.0.0.1:${await closedPort()}
+  - name: pooled
+    path: /readyz
+    upstream: pool
+upstreams:
+  - name: pool
+    retries: 1
+    targets:
+      - {url: "http://127.0.0.1:${await closedPort()}"}
+      - {url: "${serve.url}"}
 `;
   const put = await fetch(`${serve.url}/organization/${org}/config`, {
     method: "PUT",
@@ -172,12 +181,13 @@ routes:
     return Number(/^gatehouse_gateway_config_revision (\d+)/m.exec(text)?.[1] ?? -1) >= revision;
   }, `revision ${revision} at the gateway`);
   const statuses: number[] = [];
-  for (const path of ["/healthz", "/healthz", "/healthz", "/down", "/nowhere"]) {
+  for (const path of ["/healthz", "/healthz", "/healthz", "/down", "/nowhere", "/readyz", "/readyz"]) {
     const answer = await fetch(`${gatewayUrl}${path}`);
     await answer.arrayBuffer();
     statuses.push(answer.status);
   }
-  expect(statuses).toEqual([200, 200, 429, 502, 404]);
+  // The pool's first target refuses: one of the two requests is retried on the other.
+  expect(statuses).toEqual([200, 200, 429, 502, 404, 200, 200]);
 
   platformText = await (await fetch(`${serve.url}/metrics`)).text();
   gatewayText = await (await fetch(`${adminUrl}/metrics`)).text();
