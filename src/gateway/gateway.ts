@@ -165,7 +165,9 @@ export function createGateway(options: GatewayOptions): Gateway {
     maxConnections: connectionBudget(configured.maxConnections, fileLimit, options.sharedDescriptors ?? 0),
   };
   if (limits.maxConnections < configured.maxConnections) {
-    logger.warn(
+    // A few percent below the default is the usual open-file limit, not a problem: said quietly then.
+    const log = limits.maxConnections < configured.maxConnections * 0.5 ? logger.warn.bind(logger) : logger.info.bind(logger);
+    log(
       { configured: configured.maxConnections, limit: limits.maxConnections, openFileLimit: fileLimit },
       "the gateway holds fewer client connections than GATEWAY_MAX_CONNECTIONS: the process's open-file limit (ulimit -n) is too low for more",
     );
