@@ -17,6 +17,7 @@ import {
 } from "./gateway-answer.js";
 import type { GatewayMetrics, RouteMetrics, UpstreamErrorKind } from "./gateway-metrics.js";
 import { limitBody } from "./proxy/body-limit.js";
+import type { GatewayTracer, RequestSpan } from "./gateway-tracer.js";
 import type { ClusterRateStore } from "./rate-limit/redis-store.js";
 import { UpstreamTry, type TryOwner } from "./proxy/upstream-try.js";
 import { cookieValue, type HashOn, type Target } from "./upstreams/upstream-pool.js";
@@ -48,6 +49,8 @@ export interface GatewayHandlerDeps {
   trustedProxies: TrustedProxies;
   /** Cluster-wide rate limits in Redis (GATEWAY_REDIS_URL); undefined: each gateway counts for itself. */
   clusterRates: ClusterRateStore | undefined;
+  /** W3C Trace Context and, with the OpenTelemetry variables, spans (gateway-tracer.ts). */
+  tracer: GatewayTracer;
 }
 
 const requestIdPrefix = randomBytes(4).toString("hex");
@@ -151,6 +154,10 @@ export class Exchange implements TryOwner {
   upstreamRequestHeaders: Record<string, string | string[]> | undefined = undefined;
   /** The client's headers as they go upstream, computed on first use. */
   clientHeaders: Record<string, string | string[]> | undefined = undefined;
+  /** The request's server span (gateway-tracer.ts). */
+  span: RequestSpan;
+  /** The kind of the step running now: the one that answers, when one does. */
+  stepKind: string | undefined = undefined;
   clientGone = false;
   settled = false;
   /** Set when the upstream failed after its answer had started: the client's connection is cut and the request counts as 502. */
@@ -168,12 +175,15 @@ export class Exchange implements TryOwner {
     readonly head: Buffer | undefined,
     readonly requestId: string,
     readonly started: number,
-  ) {}
+  ) {
+    this.span = deps.tracer.request(req.headers, req.method ?? "GET");
+  }
 
   // --- gateway-made answers -------------------------------------------------
 
   answer(answer: GatewayAnswer, headers?: readonly string[]): undefined {
     if (this.clientGone) return;
+    this.span.answeredBy(this.stepKind ?? "gateway");
     const out = ["x-request-id", this.requestId];
     if (this.extra !== undefined) out.push(...this.extra);
     if (headers !== undefined) out.push(...headers);
@@ -268,6 +278,7 @@ export class Exchange implements TryOwner {
     }
     const route = found;
     this.route = route;
+    this.span.route(route.name);
     this.metrics = route.metrics ??= this.deps.metrics.route(route.name);
     if (route.closed !== undefined) return this.answer(route.closed);
     this.peer = peerOf(req);
@@ -278,7 +289,9 @@ export class Exchange implements TryOwner {
   continueFrom(index: number): undefined {
     const steps = this.route!.steps;
     for (let i = index; i < steps.length; i++) {
-      const result = steps[i]!.run(this);
+      const step = steps[i]!;
+      this.stepKind = step.kind;
+      const result = step.run(this);
       if (result === true) continue;
       if (result === false) return;
       result.then(
@@ -290,6 +303,7 @@ export class Exchange implements TryOwner {
       );
       return;
     }
+    this.stepKind = undefined;
     this.forward();
   }
 
@@ -359,7 +373,12 @@ export class Exchange implements TryOwner {
       }
       return false;
     }
-    const attempt = new UpstreamTry(this, target, (this.tried?.length ?? 0) + 1);
+    const attempt = new UpstreamTry(
+      this,
+      target,
+      (this.tried?.length ?? 0) + 1,
+      this.span.tryStart(target.url, (this.tried?.length ?? 0) + 1),
+    );
     if (this.tried === undefined) this.tried = [target];
     else this.tried.push(target);
     if (attempt.attempt > 1) this.metrics!.retries++;
@@ -372,7 +391,7 @@ export class Exchange implements TryOwner {
         {
           path: target.basePath + this.forwardTarget,
           method: req.method ?? "GET",
-          headers: this.upstreamRequestHeaders!,
+          headers: withTraceContext(this.upstreamRequestHeaders!, attempt.span.headers),
           body: this.body,
           headersTimeout: this.route!.timeoutMs,
         },
@@ -418,6 +437,7 @@ export class Exchange implements TryOwner {
   }
 
   answerStarted(attempt: UpstreamTry, statusCode: number, headers: IncomingHttpHeaders): boolean {
+    attempt.span.end(statusCode);
     if (this.clientGone) return true;
     const failed = statusCode >= 500;
     attempt.target.health.finished(!failed, this.deps.clock());
@@ -497,7 +517,10 @@ export class Exchange implements TryOwner {
   }
 
   failed(attempt: UpstreamTry, kind: UpstreamErrorKind, connected: boolean, _error: Error): void {
-    if (!attempt.answered) attempt.target.health.finished(false, this.deps.clock());
+    if (!attempt.answered) {
+      attempt.target.health.finished(false, this.deps.clock());
+      attempt.span.end(0, kind);
+    }
     if (this.clientGone) return;
     const res = this.res!;
     if (this.bodyTooLarge) {
@@ -527,6 +550,7 @@ export class Exchange implements TryOwner {
       return;
     }
     this.target = upstream;
+    const trySpan = this.span.tryStart(upstream.url, 1);
     const client = this.socket!;
     const extra = ["x-request-id", this.requestId, "via", "1.1 gatehouse"];
     if (this.extra !== undefined) extra.push(...this.extra);
@@ -536,23 +560,26 @@ export class Exchange implements TryOwner {
         head: this.head,
         target: upstream,
         path: upstream.basePath + this.forwardTarget,
-        headers: { ...this.upstreamHeaders(), host: hostHeaderOf(upstream) },
+        headers: withTraceContext({ ...this.upstreamHeaders(), host: hostHeaderOf(upstream) }, trySpan.headers),
         timeoutMs: this.deps.upstreamTimeoutMs,
         idleTimeoutMs: this.deps.tunnelIdleTimeoutMs,
         answerHeaders: extra,
       },
       {
         opened: () => {
+          trySpan.end(101);
           this.upstreamStatus = 101;
           this.deps.tunnels.add(client);
           client.once("close", () => this.deps.tunnels.delete(client));
           this.settle(101);
         },
         answered: (status) => {
+          trySpan.end(status);
           this.upstreamStatus = status;
           this.settle(status);
         },
         failed: (kind) => {
+          trySpan.end(0, kind);
           this.metrics?.upstreamError(kind);
           this.answer(kind === "timeout" ? answers.upstreamTimeout : answers.upstreamUnreachable);
         },
@@ -574,6 +601,7 @@ export class Exchange implements TryOwner {
     this.settled = true;
     const seconds = (performance.now() - this.started) / 1000;
     (this.metrics ?? this.deps.metrics.unmatched).observe(status, seconds);
+    this.span.end(status);
     this.deps.accessLog({
       reqId: this.requestId,
       route: this.route?.name ?? "_unmatched",
@@ -664,4 +692,13 @@ export function createGatewayHandler(deps: GatewayHandlerDeps) {
 function hostHeaderOf(upstream: { hostname: string; port: number; secure: boolean }): string {
   const host = upstream.hostname.includes(":") ? `[${upstream.hostname}]` : upstream.hostname;
   return upstream.port === (upstream.secure ? 443 : 80) ? host : `${host}:${upstream.port}`;
+}
+
+/** The upstream request's headers with a try's traceparent and tracestate in place of the client's (none: as they are). */
+function withTraceContext(headers: Record<string, string | string[]>, trace: readonly string[]): Record<string, string | string[]> {
+  if (trace.length === 0) return headers;
+  const out = { ...headers };
+  delete out.tracestate;
+  for (let i = 0; i < trace.length; i += 2) out[trace[i]!] = trace[i + 1]!;
+  return out;
 }

@@ -10,6 +10,7 @@ import { compileGatewayState, type CompiledGatewayState } from "./compile-gatewa
 import { createGatewayHandler } from "./gateway-handler.js";
 import { createGatewayMetrics } from "./gateway-metrics.js";
 import type { GatewayState } from "./gateway-state.js";
+import { noTracer, type GatewayTracer } from "./gateway-tracer.js";
 import { createClusterRateStore } from "./rate-limit/redis-store.js";
 import { createHealthRegistry } from "./upstreams/health-registry.js";
 import { connectionBudget, createEdgeServer, defaultEdgeLimits, openFileLimit, type EdgeLimits } from "./proxy/edge-server.js";
@@ -52,6 +53,8 @@ export interface GatewayOptions {
   sharedDescriptors?: number;
   /** The process's open-file limit (default: read from the system); a seam for tests. */
   openFileLimit?: number;
+  /** W3C Trace Context and spans (src/tracing/); default: none (a gateway fed by hand in tests). */
+  tracer?: GatewayTracer;
   /** Cluster-wide rate limits (GATEWAY_REDIS_URL, GATEWAY_REDIS_TIMEOUT_MS); absent: `scope: cluster` counts per instance. */
   redis?: { url: string; timeoutMs: number };
 }
@@ -190,6 +193,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     tunnelIdleTimeoutMs: limits.tunnelIdleTimeoutMs,
     trustedProxies: options.trustedProxies ?? noTrustedProxies,
     clusterRates,
+    tracer: options.tracer ?? noTracer,
   });
 
   const edge = createEdgeServer({

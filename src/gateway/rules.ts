@@ -88,6 +88,7 @@ function ruleMatches(rule: CompiledRule, exchange: Exchange, path: string): bool
  */
 export function rulesStep(deny: readonly CompiledRule[], allow: readonly CompiledRule[]): Step {
   return {
+    kind: "rules",
     run(exchange: Exchange): boolean {
       const path = exchange.path;
       for (const rule of deny) {

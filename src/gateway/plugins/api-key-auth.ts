@@ -29,6 +29,7 @@ export interface ApiKeyAuth {
  */
 function apiKeyStep(auths: readonly ApiKeyAuth[]) {
   return {
+    kind: "api-key-auth",
     run(exchange: Exchange): boolean {
       const headers = exchange.req.headers;
       for (const auth of auths) {

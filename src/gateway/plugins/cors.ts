@@ -103,6 +103,7 @@ function createCorsPolicy(config: Record<string, ConfigValue>): CorsPolicy {
  */
 function corsStep(policy: CorsPolicy) {
   return {
+    kind: "cors",
     run(exchange: Exchange): boolean {
       const res = exchange.res;
       if (res === undefined) return true; // a WebSocket upgrade: no CORS on a tunnel

@@ -14,6 +14,8 @@ export type StepResult = boolean | Promise<boolean>;
 
 /** One step of a route's pipeline: rules, a credential check, the rate limits... */
 export interface Step {
+  /** What the step is, for traces and logs: a plugin type, or `rules`. */
+  readonly kind: string;
   run(exchange: Exchange): StepResult;
 }
 

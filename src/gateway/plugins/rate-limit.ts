@@ -109,6 +109,7 @@ function takeLocally(limits: readonly RouteLimit[], client: string, now: number,
 function rateLimitStep(instance: readonly RouteLimit[], cluster: readonly RouteLimit[], route: string): Step {
   const all = [...instance, ...cluster];
   return {
+    kind: "rate-limit",
     run(exchange: Exchange): boolean | Promise<boolean> {
       const now = exchange.now === 0 ? exchange.deps.clock() : exchange.now;
       const client = rateClientOf(exchange);

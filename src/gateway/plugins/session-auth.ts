@@ -44,6 +44,7 @@ function accepted(exchange: Exchange, session: VerifiedSession | undefined): boo
 function sessionStep(auths: readonly SessionAuth[]) {
   const required = auths.some((auth) => auth.required);
   return {
+    kind: "session-auth",
     run(exchange: Exchange): boolean | Promise<boolean> {
       exchange.now = exchange.deps.clock();
       const token = bearerToken(exchange.req.headers.authorization);

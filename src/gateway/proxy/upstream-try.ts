@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { Dispatcher } from "undici";
 import type { UpstreamErrorKind } from "../gateway-metrics.js";
+import type { TrySpan } from "../gateway-tracer.js";
 import type { Target } from "../upstreams/upstream-pool.js";
 
 /** What one try reports to the request it belongs to. */
@@ -63,6 +64,8 @@ export class UpstreamTry implements Dispatcher.DispatchHandler {
     readonly target: Target,
     /** 1 for the first try. */
     readonly attempt: number,
+    /** Its client span (gateway-tracer.ts). */
+    readonly span: TrySpan,
   ) {}
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
