@@ -54,7 +54,7 @@ export function createSecretsService(
     async deleteSecret(organizationId, environment, name) {
       if (!tx) throw new Error("a secrets transaction lost its database transaction");
       await createConfigStore(tx, deps.database.provider).lockConfiguration(organizationId);
-      const plugins = pluginsReferencing(await createGatewayStore(tx).listPlugins(organizationId), { environment, name });
+      const plugins = pluginsReferencing(await createGatewayStore(tx).listSecretHolders(organizationId), { environment, name });
       if (plugins.length > 0) throw secretInUse({ environment, name }, plugins);
       return store.deleteSecret(organizationId, environment, name);
     },
@@ -139,7 +139,7 @@ export function createSecretsService(
     async retrieveSecrets(request, context) {
       const principal = context.values.get(principalKey);
       if (principal.kind === "gateway_key") {
-        checkGatewayRetrieve(await createGatewayStore(deps.database.client).listPlugins(principal.organizationId), request);
+        checkGatewayRetrieve(await createGatewayStore(deps.database.client).listSecretHolders(principal.organizationId), request);
       }
       return secrets.retrieveSecrets(callerOf(context, { gateway: true }), {
         environment: request.environment,

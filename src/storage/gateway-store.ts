@@ -66,8 +66,8 @@ export interface GatewayStore {
   /** False when there is no such live key. */
   revokeConsumerKey(organizationId: string, id: string, at: Date): Promise<boolean>;
 
-  /** The plugins of the organisation's current configuration (where secret references live). */
-  listPlugins(organizationId: string): Promise<CanonicalResource[]>;
+  /** The plugins and domains of the organisation's current configuration: where secret references live. */
+  listSecretHolders(organizationId: string): Promise<CanonicalResource[]>;
   /** Sessions revoked before their expiry that have not expired yet. */
   liveRevocations(organizationId: string, now: Date): Promise<{ id: string; expiresAt: Date }[]>;
   /** Current versions of the named secrets that exist, keyed `<environment>/<name>`. */
@@ -151,10 +151,11 @@ export function createGatewayStore(db: Db | Tx): GatewayStore {
       return count === 1;
     },
 
-    async listPlugins(organizationId) {
-      const rows = await db.$queryRaw<{ name: string; spec: string }[]>`
-        SELECT "name", "spec" FROM "ConfigResource" WHERE "organizationId" = ${organizationId} AND "kind" = 'plugins'`;
-      return rows.map((row) => ({ kind: "plugins", name: row.name, spec: row.spec }));
+    async listSecretHolders(organizationId) {
+      const rows = await db.$queryRaw<{ kind: string; name: string; spec: string }[]>`
+        SELECT "kind", "name", "spec" FROM "ConfigResource"
+        WHERE "organizationId" = ${organizationId} AND "kind" IN ('plugins', 'domains')`;
+      return rows.map((row) => ({ kind: row.kind === "domains" ? "domains" : "plugins", name: row.name, spec: row.spec }));
     },
     liveRevocations: (organizationId, now) =>
       db.identitySession.findMany({

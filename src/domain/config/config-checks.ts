@@ -36,6 +36,22 @@ const labelPattern = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 const hostnamePattern = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
 
 /** A DNS hostname (RFC 1123): lower-case letters, digits and hyphens, dot-separated. */
+/** A domain's name: a hostname, or `*.` and a hostname (one wildcard label, leftmost). */
+export function checkDomainName(value: string): string | undefined {
+  if (value.startsWith("*.")) {
+    const rest = value.slice(2);
+    if (rest.includes("*"))
+      return `${describeValue(value)} has more than one "*": a wildcard domain is "*." and a hostname (e.g. "*.example.com")`;
+    const problem = checkHostname(rest);
+    if (problem) return problem;
+    if (!rest.includes("."))
+      return `${describeValue(value)} would cover every name of a top-level domain: write "*." and a hostname with a dot (e.g. "*.example.com")`;
+    return undefined;
+  }
+  if (value.includes("*")) return `${describeValue(value)}: a "*" is only allowed as the whole first label (e.g. "*.example.com")`;
+  return checkHostname(value);
+}
+
 export function checkHostname(value: string): string | undefined {
   if (value.length > 0 && value.length <= 253 && hostnamePattern.test(value)) return undefined;
   const shown = describeValue(value);

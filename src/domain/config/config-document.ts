@@ -14,8 +14,17 @@ export type PluginType = (typeof pluginTypes)[number];
 
 export const httpMethods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
 
+/**
+ * A domain: a hostname, or `*.` and a hostname for every name one label
+ * below it. With `tls`, the gateway serves it over TLS with that certificate
+ * and key, each a secret reference (`${secret:<environment>/<name>}`: PEM, the
+ * certificate chain leaf first); `redirect_http` answers its plain-HTTP
+ * requests with 308 to https (docs/gateway.md, "TLS, HTTP/2 and gRPC").
+ */
 export interface DomainResource {
   name: string;
+  tls?: { certificate: string; private_key: string };
+  redirect_http?: boolean;
 }
 
 /** A JSON value of a plugin's `config` (validated per plugin type). */

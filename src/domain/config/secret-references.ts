@@ -1,7 +1,7 @@
 import { DomainError } from "../errors.js";
 import { destinationHeaders, isDestinationHeader } from "./forwarding-headers.js";
 import { namePattern } from "./config-checks.js";
-import type { CanonicalResource, PluginResource, RouteResource, UpstreamResource } from "./config-document.js";
+import type { CanonicalResource, DomainResource, PluginResource, RouteResource, UpstreamResource } from "./config-document.js";
 import type { PathViolation } from "./path-violations.js";
 import { configError, placeViolations, type Locate } from "./read-config-document.js";
 import type { ValidatedDocument } from "./validate-config-document.js";
@@ -17,10 +17,17 @@ export interface SecretReference {
   name: string;
 }
 
-/** A reference and where it stands: plugin, `set` or `add`, header, and the whole value. */
+/**
+ * A reference and where it stands: a request-headers plugin (`set` or `add`,
+ * the header, the whole value) or a domain's TLS (`certificate` or
+ * `private_key`).
+ */
 export interface PlacedReference extends SecretReference {
+  /** `plugins` or `domains`. */
+  holderKind: "plugins" | "domains";
+  /** The plugin's or the domain's name. */
   plugin: string;
-  field: "set" | "add";
+  field: "set" | "add" | "certificate" | "private_key";
   header: string;
   value: string;
 }
@@ -55,6 +62,15 @@ function parsed<T>(resource: CanonicalResource): T {
 export function placedReferences(resources: readonly CanonicalResource[]): PlacedReference[] {
   const placed: PlacedReference[] = [];
   for (const resource of resources) {
+    if (resource.kind === "domains") {
+      const tls = parsed<DomainResource>(resource).tls;
+      if (tls === undefined) continue;
+      for (const field of ["certificate", "private_key"] as const) {
+        for (const reference of readReferences(tls[field]) ?? [])
+          placed.push({ ...reference, holderKind: "domains", plugin: resource.name, field, header: "", value: tls[field] });
+      }
+      continue;
+    }
     if (resource.kind !== "plugins") continue;
     const plugin = parsed<PluginResource>(resource);
     if (plugin.type !== "request-headers") continue;
@@ -63,7 +79,8 @@ export function placedReferences(resources: readonly CanonicalResource[]): Place
       if (!headers || typeof headers !== "object" || Array.isArray(headers)) continue;
       for (const [header, value] of Object.entries(headers)) {
         if (typeof value !== "string" || !value.includes(opening)) continue;
-        for (const reference of readReferences(value) ?? []) placed.push({ ...reference, plugin: plugin.name, field, header, value });
+        for (const reference of readReferences(value) ?? [])
+          placed.push({ ...reference, holderKind: "plugins", plugin: plugin.name, field, header, value });
       }
     }
   }
@@ -77,14 +94,14 @@ export function referencedSecrets(resources: readonly CanonicalResource[]): Secr
   return [...unique.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, reference]) => reference);
 }
 
-/** Names of the plugins that reference a secret, sorted. */
+/** What references a secret, as `plugins/<name>` and `domains/<name>`, sorted. */
 export function pluginsReferencing(resources: readonly CanonicalResource[], secret: SecretReference): string[] {
   const key = secretKey(secret);
   return [
     ...new Set(
       placedReferences(resources)
         .filter((p) => secretKey(p) === key)
-        .map((p) => p.plugin),
+        .map((p) => `${p.holderKind}/${p.plugin}`),
     ),
   ].sort();
 }
@@ -111,9 +128,12 @@ function secretFacts(resources: readonly CanonicalResource[]): Map<string, strin
   const byPlugin = new Map<string, PlacedReference[]>();
   for (const p of placed) {
     facts.set(
-      JSON.stringify(["value", p.plugin, p.field, p.header, p.value]),
-      `plugin "${p.plugin}" would put secret "${secretKey(p)}" in its ${p.field} header "${p.header}"`,
+      JSON.stringify(["value", p.holderKind, p.plugin, p.field, p.header, p.value]),
+      p.holderKind === "domains"
+        ? `domain "${p.plugin}" would use secret "${secretKey(p)}" as its TLS ${p.field === "certificate" ? "certificate" : "private key"}`
+        : `plugin "${p.plugin}" would put secret "${secretKey(p)}" in its ${p.field} header "${p.header}"`,
     );
+    if (p.holderKind === "domains") continue;
     byPlugin.set(p.plugin, [...(byPlugin.get(p.plugin) ?? []), p]);
   }
   const destinationOf = destinations(resources);
@@ -279,6 +299,14 @@ export async function checkSecretReferences(input: SecretReferenceCheck): Promis
       }
     }
   }
+  // A domain's certificate and key are each one whole reference (validation checked the form).
+  for (const resource of input.document.domains) {
+    const tls = (resource.value as DomainResource).tls;
+    if (tls === undefined) continue;
+    for (const field of ["certificate", "private_key"] as const) {
+      for (const reference of readReferences(tls[field]) ?? []) inDocument.push({ reference, path: ["domains", resource.index, "tls", field] });
+    }
+  }
   if (malformed.length > 0) throw configError(placeViolations(malformed, input.locate));
 
   if (input.role !== "admin") {
@@ -309,11 +337,18 @@ export async function checkSecretReferences(input: SecretReferenceCheck): Promis
 }
 
 /** 409 (aborted: the state conflicts with the request) for deleting a secret the current configuration references. */
-export function secretInUse(secret: SecretReference, plugins: readonly string[]): DomainError {
+/** `plugins/x` as `plugin "x"`, `domains/y` as `domain "y"`. */
+function describeHolder(holder: string): string {
+  const slash = holder.indexOf("/");
+  return `${holder.startsWith("domains/") ? "domain" : "plugin"} "${holder.slice(slash + 1)}"`;
+}
+
+/** The 409 of deleting a secret that `holders` (`plugins/<name>`, `domains/<name>`) reference. */
+export function secretInUse(secret: SecretReference, holders: readonly string[]): DomainError {
   return new DomainError(
     "aborted",
     "secret_in_use",
-    `secret "${secret.name}" in environment "${secret.environment}" is referenced by plugin ${plugins.map((p) => `"${p}"`).join(", ")} of the current configuration: remove the reference first, then delete the secret`,
-    plugins.map((plugin) => ({ field: `plugins/${plugin}`, description: `references \${secret:${secretKey(secret)}}` })),
+    `secret "${secret.name}" in environment "${secret.environment}" is referenced by ${holders.map(describeHolder).join(", ")} of the current configuration: remove the reference first, then delete the secret`,
+    holders.map((holder) => ({ field: holder, description: `references \${secret:${secretKey(secret)}}` })),
   );
 }

@@ -1,6 +1,6 @@
 import {
   checkCidr,
-  checkHostname,
+  checkDomainName,
   checkName,
   checkPath,
   checkUpstream,
@@ -15,6 +15,7 @@ import {
   resourceKinds,
   type CanonicalResource,
   type ConfigValue,
+  type DomainResource,
   type PluginType,
   type Resource,
   type ResourceKind,
@@ -43,7 +44,7 @@ const singular: Record<ResourceKind, string> = {
   routes: "route",
 };
 const resourceKeys: Record<ResourceKind, readonly string[]> = {
-  domains: ["name"],
+  domains: ["name", "tls", "redirect_http"],
   upstreams: upstreamKeys,
   plugins: ["name", "type", "config"],
   rules: ["name", "match", "action"],
@@ -108,7 +109,7 @@ export function validateConfigDocument(value: unknown): { document: ValidatedDoc
 function validNameOf(kind: ResourceKind, item: unknown): string | undefined {
   const name = item !== null && typeof item === "object" ? (item as { name?: unknown }).name : undefined;
   if (typeof name !== "string") return undefined;
-  return (kind === "domains" ? checkHostname(name) : checkName(name)) === undefined ? name : undefined;
+  return (kind === "domains" ? checkDomainName(name) : checkName(name)) === undefined ? name : undefined;
 }
 
 /**
@@ -175,7 +176,7 @@ function readResource(
   const name = readName(kind, input.name, path, violations);
   switch (kind) {
     case "domains":
-      return name === undefined ? undefined : { name };
+      return readDomain(name, input, path, violations);
     case "upstreams":
       return readUpstream(name, input, path, violations, checks.upstream);
     case "plugins":
@@ -185,6 +186,66 @@ function readResource(
     case "routes":
       return readRoute(name, input, path, violations, checks);
   }
+}
+
+/** One secret reference and nothing else: what a certificate or a key of a domain's `tls` is. */
+const wholeReference = /^\$\{secret:[a-z0-9][a-z0-9_-]{0,63}\/[A-Za-z_][A-Za-z0-9_.-]{0,127}\}$/;
+
+/** A domain: its name, and its TLS certificate and key as secret references, and whether plain HTTP is redirected. */
+function readDomain(
+  name: string | undefined,
+  input: Record<string, unknown>,
+  path: PathSegment[],
+  violations: PathViolations,
+): DomainResource | undefined {
+  const before = violations.items.length;
+  const domain: DomainResource = { name: name ?? "" };
+  if (input.tls !== undefined) {
+    const tlsPath = [...path, "tls"];
+    const tls = input.tls;
+    if (tls === null || typeof tls !== "object" || Array.isArray(tls)) {
+      violations.add(
+        tlsPath,
+        `must be a mapping of certificate and private_key, each a secret reference (e.g. {certificate: "\${secret:production/API_CERT}", private_key: "\${secret:production/API_KEY}"}), got ${describeValue(tls)}`,
+      );
+    } else {
+      const fields = tls as Record<string, unknown>;
+      for (const key of Object.keys(fields)) {
+        if (key !== "certificate" && key !== "private_key")
+          violations.add([...tlsPath, key], `unknown key "${key}": tls has certificate and private_key`, "key");
+      }
+      const read = (key: "certificate" | "private_key", what: string): string | undefined => {
+        const value = fields[key];
+        if (value === undefined || value === null) {
+          violations.add(
+            [...tlsPath, key],
+            `required: a secret reference to the ${what} (e.g. "\${secret:production/API_${key === "certificate" ? "CERT" : "KEY"}}")`,
+          );
+          return undefined;
+        }
+        if (typeof value !== "string" || !wholeReference.test(value)) {
+          // Never echo the value: it may be a pasted key.
+          violations.add(
+            [...tlsPath, key],
+            `must be one secret reference, \${secret:<environment>/<name>}, to the ${what} stored with the Secrets API: a ${key === "private_key" ? "key" : "certificate"} is never written into the document`,
+          );
+          return undefined;
+        }
+        return value;
+      };
+      const certificate = read("certificate", "PEM certificate chain (leaf first)");
+      const privateKey = read("private_key", "PEM private key (RSA or ECDSA)");
+      if (certificate !== undefined && privateKey !== undefined) domain.tls = { certificate, private_key: privateKey };
+    }
+  }
+  if (input.redirect_http !== undefined) {
+    if (typeof input.redirect_http !== "boolean")
+      violations.add([...path, "redirect_http"], `must be true or false, got ${describeValue(input.redirect_http)}`);
+    else if (input.redirect_http && input.tls === undefined)
+      violations.add([...path, "redirect_http"], "redirects plain HTTP to https: give the domain a tls certificate first");
+    else if (input.redirect_http) domain.redirect_http = true;
+  }
+  return name === undefined || violations.items.length > before ? undefined : domain;
 }
 
 function article(word: string): string {
@@ -201,7 +262,7 @@ function readName(kind: ResourceKind, raw: unknown, parent: PathSegment[], viola
     violations.add(path(), `must be a string, got ${describeValue(raw)}`);
     return undefined;
   }
-  const problem = kind === "domains" ? checkHostname(raw) : checkName(raw);
+  const problem = kind === "domains" ? checkDomainName(raw) : checkName(raw);
   if (problem) {
     violations.add(path(), problem);
     return undefined;
@@ -343,7 +404,7 @@ function readRoute(
   const domains = readNameList(input.domains, path, "domains", violations, {
     what: "hostnames of domains",
     max: listLimits.domains,
-    check: checkHostname,
+    check: checkDomainName,
     empty: "omit domains to serve the route on every domain; an empty list would serve it on none",
   });
   const routePath = readString(

@@ -107,7 +107,7 @@ export function createGatewayWatch(deps: GatewayWatchDeps) {
   }
 
   async function currentReferences(organizationId: string): Promise<SecretReference[]> {
-    return referencedSecrets(await deps.gatewayStore.listPlugins(organizationId));
+    return referencedSecrets(await deps.gatewayStore.listSecretHolders(organizationId));
   }
 
   async function requireLiveKey(organizationId: string, gatewayKeyId: string): Promise<void> {
