@@ -153,6 +153,7 @@ routes:
       const server = await spawnNode([gatehouse, "gateway"], {
         env: {
           GATEWAY_PORT: String(port),
+          GATEWAY_TLS_PORT: "off",
           GATEWAY_ADMIN_PORT: String(adminPort),
           GATEHOUSE_URL: controlPlaneUrl,
           GATEHOUSE_GATEWAY_KEY: keyOf(label.split(" ")[0]),

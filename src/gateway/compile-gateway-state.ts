@@ -2,6 +2,7 @@ import {
   resourceKinds,
   type CanonicalResource,
   type ConfigDocument,
+  type DomainResource,
   type PluginResource,
   type RouteResource,
   type RuleResource,
@@ -9,6 +10,7 @@ import {
 } from "../domain/config/config-document.js";
 import { headerKey } from "../domain/config/forwarding-headers.js";
 import { readRequestPath } from "../domain/config/request-path.js";
+import { compileCertificates, type DomainCertificate } from "./certificates.js";
 import { answers, type GatewayAnswer } from "./gateway-answer.js";
 import type { RouteMetrics } from "./gateway-metrics.js";
 import type { GatewayState } from "./gateway-state.js";
@@ -48,6 +50,10 @@ export interface CompiledRouting {
   readonly routes: readonly CompiledRoute[];
   /** Every upstream the routes use, once each. */
   readonly pools: readonly UpstreamPool[];
+  /** TLS contexts by domain name (certificates.ts). */
+  readonly certificates: ReadonlyMap<string, DomainCertificate>;
+  /** Domains whose plain-HTTP requests are redirected to https (`redirect_http`). */
+  readonly redirects: ReadonlySet<string>;
   /** What plugins keep across revisions (rate-limit counts), by their key. */
   readonly carried: ReadonlyMap<string, unknown>;
 }
@@ -270,7 +276,17 @@ function compileRouting(state: GatewayState, options: CompileOptions): CompiledR
     );
   }
 
-  return { document, secrets: state.secrets, table: createRouteTable(routes), routes, pools: [...pools.values()], carried };
+  const domains = document.domains.map((resource) => specOf<DomainResource>(resource));
+  return {
+    document,
+    secrets: state.secrets,
+    table: createRouteTable(routes),
+    routes,
+    pools: [...pools.values()],
+    carried,
+    certificates: compileCertificates(domains, state.secrets, warn),
+    redirects: new Set(domains.filter((domain) => domain.redirect_http === true).map((domain) => domain.name)),
+  };
 }
 
 /** Collects what a route's rules and plugins add, then builds the compiled route. */

@@ -1,6 +1,7 @@
 import type { Config } from "../config.js";
 import type { GatewayCredentials } from "../domain/gateway/gateway-credentials.js";
 import type { Logger } from "../server/logger.js";
+import { tlsPortFor } from "./gateway-settings.js";
 import { startGateway, type RunningGateway } from "./start-gateway.js";
 
 /** What the embedded gateway needs of the platform beside it: its settings, a logger, and gateway keys. */
@@ -48,6 +49,7 @@ export async function startEmbeddedGateway(deps: EmbeddedGatewayDeps, platformUr
       sharedDescriptors: config.transport.maxConnections,
       redis: config.gateway.environment.redis,
       adminHost: config.gateway.environment.adminHost,
+      tlsPort: tlsPortFor(config.gateway.environment.tlsPort, config.gateway.port),
     },
     deps.logger,
   );

@@ -115,6 +115,12 @@ export const answers = {
     "upgrade_with_body",
     "a WebSocket opening handshake is a GET without a body (RFC 6455 section 4.1): send it without Content-Length or Transfer-Encoding",
   ),
+  redirectToHttps: gatewayAnswer(
+    Code.FailedPrecondition,
+    "https_required",
+    "this domain is served over https only: send the request to the Location given",
+    { status: 308 },
+  ),
   tooManyTunnels: gatewayAnswer(
     Code.Unavailable,
     "too_many_tunnels",

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
-import type { Duplex, Readable } from "node:stream";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import type { Duplex, Readable, Writable } from "node:stream";
 import type { Dispatcher } from "undici";
 import { readRequestPath } from "../domain/config/request-path.js";
 import { isTrustedProxy, type TrustedProxies } from "../server/client-address.js";
@@ -17,6 +18,9 @@ import {
 } from "./gateway-answer.js";
 import type { GatewayMetrics, RouteMetrics, UpstreamErrorKind } from "./gateway-metrics.js";
 import { limitBody } from "./proxy/body-limit.js";
+import { cancel, grpcRequestHeaders, grpcTimeoutMs, isGrpc, responseHeadersOf, trailersOnly, type Http2Sessions } from "./proxy/grpc.js";
+import { isEncrypted, peerAddressOf } from "./proxy/listeners.js";
+import { writeHeadOf } from "./proxy/write-head.js";
 import type { GatewayTracer, RequestSpan } from "./gateway-tracer.js";
 import type { ClusterRateStore } from "./rate-limit/redis-store.js";
 import { UpstreamTry, type TryOwner } from "./proxy/upstream-try.js";
@@ -24,6 +28,10 @@ import { cookieValue, type HashOn, type Target } from "./upstreams/upstream-pool
 import { clientHeaders, connectionOptions, droppedResponseHeaders, upstreamHeaders } from "./proxy/upstream-headers.js";
 import { openWebSocketTunnel } from "./proxy/websocket-tunnel.js";
 import { allowHeaderOf, methodIndex } from "./route-table.js";
+
+/** A request the gateway serves: HTTP/1.1 (node:http) or HTTP/2 (node:http2's compatibility API, which mirrors it). */
+export type GatewayRequest = IncomingMessage | Http2ServerRequest;
+export type GatewayResponse = ServerResponse | Http2ServerResponse;
 
 export interface GatewayHandlerDeps {
   /** The compiled state new requests are served with; undefined until one is loaded. */
@@ -47,6 +55,10 @@ export interface GatewayHandlerDeps {
   tunnelIdleTimeoutMs: number;
   /** Proxies whose forwarding headers are passed on (TRUSTED_PROXIES); from anyone else they are replaced. */
   trustedProxies: TrustedProxies;
+  /** The TLS port the gateway listens on (a redirect to https names it unless 443); undefined: none. */
+  tlsPort(): number | undefined;
+  /** HTTP/2 sessions to gRPC targets (proxy/grpc.ts). */
+  http2Sessions: Http2Sessions;
   /** Cluster-wide rate limits in Redis (GATEWAY_REDIS_URL); undefined: each gateway counts for itself. */
   clusterRates: ClusterRateStore | undefined;
   /** W3C Trace Context and, with the OpenTelemetry variables, spans (gateway-tracer.ts). */
@@ -62,6 +74,9 @@ const drainableBodyBytes = 64 * 1024;
 
 /** An absolute-form request target (RFC 9112 section 3.2.2): scheme, authority, and the rest from the path on. */
 const absoluteForm = /^https?:\/\/([^/?#@\s]+)([/?][^#]*)?$/i;
+
+/** A request target as HTTP/2's :path may carry it: visible ASCII only, no space (RFC 9113 section 8.3.1). */
+const originForm = /^\/[\x21-\x7e]*$/;
 
 /** Whether the request carries more than one Host field (Node keeps only the first in `headers`). */
 function repeatsHost(rawHeaders: readonly string[]): boolean {
@@ -92,9 +107,9 @@ function hostOf(value: string | undefined): string {
 }
 
 /** The TCP peer address; an IPv4-mapped IPv6 address as the IPv4 address it is. */
-function peerOf(req: IncomingMessage): string {
-  const address = req.socket.remoteAddress ?? "";
-  return address.startsWith("::ffff:") && address.includes(".") ? address.slice(7) : address;
+/** The TCP peer address (listeners.ts: an h2c session reads through a wrapper). */
+function peerOf(req: GatewayRequest): string {
+  return peerAddressOf(req as { socket: { remoteAddress?: string | undefined } });
 }
 
 function hasBody(headers: IncomingHttpHeaders): boolean {
@@ -156,6 +171,12 @@ export class Exchange implements TryOwner {
   clientHeaders: Record<string, string | string[]> | undefined = undefined;
   /** The request's server span (gateway-tracer.ts). */
   span: RequestSpan;
+  /** Whether the request came over TLS. */
+  encrypted = false;
+  /** Whether the request is gRPC (proxy/grpc.ts): forwarded over HTTP/2, refused with Trailers-Only answers. */
+  readonly grpc: boolean;
+  /** The status the access log and metrics record when the answer's HTTP status says less (a gRPC refusal is a 200). */
+  loggedStatus = 0;
   /** The kind of the step running now: the one that answers, when one does. */
   stepKind: string | undefined = undefined;
   clientGone = false;
@@ -167,9 +188,9 @@ export class Exchange implements TryOwner {
 
   constructor(
     readonly deps: GatewayHandlerDeps,
-    readonly req: IncomingMessage,
+    readonly req: GatewayRequest,
     /** The response, for a plain request; undefined for an upgrade. */
-    readonly res: ServerResponse | undefined,
+    readonly res: GatewayResponse | undefined,
     /** The client socket of an upgrade request. */
     readonly socket: Duplex | undefined,
     readonly head: Buffer | undefined,
@@ -177,6 +198,7 @@ export class Exchange implements TryOwner {
     readonly started: number,
   ) {
     this.span = deps.tracer.request(req.headers, req.method ?? "GET");
+    this.grpc = res !== undefined && isGrpc(req.headers["content-type"]);
   }
 
   // --- gateway-made answers -------------------------------------------------
@@ -194,6 +216,15 @@ export class Exchange implements TryOwner {
       return;
     }
     const req = this.req;
+    if (this.grpc) {
+      // A Trailers-Only answer: HTTP 200, the gRPC status and message in its only HEADERS.
+      this.loggedStatus = answer.status;
+      if (!req.complete) req.resume();
+      out.push(...trailersOnly(answer), "content-length", "0");
+      writeHeadOf(res, 200, out);
+      res.end();
+      return;
+    }
     if (!req.complete && hasBody(req.headers)) {
       const length = Number(req.headers["content-length"]);
       if (Number.isFinite(length) && length <= drainableBodyBytes) req.resume();
@@ -202,8 +233,32 @@ export class Exchange implements TryOwner {
       out.push("connection", "close");
     }
     out.push("content-type", "application/json", "content-length", String(answer.body.length));
-    res.writeHead(answer.status, out);
+    writeHeadOf(res, answer.status, out);
     res.end(answer.body);
+  }
+
+  /** A plain-HTTP request for a domain with `redirect_http`: 308 to the same target over https (RFC 9110 section 15.4.9). */
+  redirectToHttps(host: string): undefined {
+    const port = this.deps.tlsPort();
+    const location = `https://${host}${port === undefined || port === 443 ? "" : `:${port}`}${this.forwardTarget}`;
+    this.span.answeredBy("redirect_http");
+    const res = this.res;
+    if (res === undefined) {
+      this.socket?.end(rawAnswer(answers.redirectToHttps, ["location", location]));
+      this.settle(308);
+      return;
+    }
+    writeHeadOf(res, 308, [
+      "location",
+      location,
+      "x-request-id",
+      this.requestId,
+      "content-type",
+      "application/json",
+      "content-length",
+      String(answers.redirectToHttps.body.length),
+    ]);
+    res.end(answers.redirectToHttps.body);
   }
 
   /** Answers a request the gateway refuses before routing it. */
@@ -225,7 +280,15 @@ export class Exchange implements TryOwner {
     if (repeatsHost(req.rawHeaders)) return this.refuse(answers.duplicateHost);
     let target = req.url ?? "";
     let authority = headers.host;
-    if (target.charCodeAt(0) !== 47) {
+    if (req.httpVersionMajor === 2) {
+      // RFC 9113 section 8.3.1: :path is origin-form (or "*"); :authority and Host, when both are sent, agree.
+      const pseudo = headers[":authority"];
+      if (typeof pseudo === "string") {
+        if (authority !== undefined && authority.toLowerCase() !== pseudo.toLowerCase()) return this.refuse(answers.hostMismatch);
+        authority = pseudo;
+      }
+      if (target.charCodeAt(0) !== 47 || !originForm.test(target)) return this.refuse(answers.badTarget);
+    } else if (target.charCodeAt(0) !== 47) {
       const absolute = absoluteForm.exec(target);
       if (absolute === null) return this.refuse(answers.badAbsoluteTarget);
       const named = absolute[1]!;
@@ -253,6 +316,8 @@ export class Exchange implements TryOwner {
     const path = this.path;
     const headers = req.headers;
     const host = hostOf(this.authority);
+    this.encrypted = isEncrypted(req);
+    if (!this.encrypted && compiled.routing.redirects.size > 0 && compiled.routing.redirects.has(host)) return this.redirectToHttps(host);
     const method = methodIndex(req.method ?? "GET");
     let found = compiled.routing.table.lookup(host, path, method);
     if (this.res !== undefined && method === 6 && headers.origin !== undefined) {
@@ -327,10 +392,10 @@ export class Exchange implements TryOwner {
     return upstreamHeaders(this.clientView(), req.headers, this.route!, {
       peer: this.peer,
       trustedPeer: this.trustedPeer(),
-      proto: "http",
+      proto: this.encrypted ? "https" : "http",
       authority: this.authority,
       requestId: this.requestId,
-      via: req.httpVersion === "1.0" ? "1.0 gatehouse" : "1.1 gatehouse",
+      via: req.httpVersionMajor === 2 ? "2 gatehouse" : req.httpVersion === "1.0" ? "1.0 gatehouse" : "1.1 gatehouse",
       identityId: this.identityId,
     });
   }
@@ -357,7 +422,118 @@ export class Exchange implements TryOwner {
       this.body = limit !== undefined && declared === undefined ? limitBody(req, limit, () => (this.bodyTooLarge = true)) : req;
     }
     this.upstreamRequestHeaders = this.upstreamHeaders();
+    if (this.grpc) return this.forwardGrpc();
     this.tryNext();
+  }
+
+  /**
+   * A gRPC call, over HTTP/2 to one target its balancer picks: the request
+   * body and the answer stream through, trailers kept; `grpc-timeout` is
+   * honoured (DEADLINE_EXCEEDED when it passes). No retry: a call's messages
+   * cannot be sent twice.
+   */
+  forwardGrpc(): undefined {
+    const route = this.route!;
+    const pool = route.upstream;
+    const req = this.req;
+    const res = this.res!;
+    const now = this.deps.clock();
+    const target = pool.picker.pick(now, pool.hashOn === undefined ? undefined : this.hashKey(pool.hashOn), undefined);
+    if (target === undefined) {
+      const seconds = retryAfterSeconds(pool.targets, now);
+      return this.answer(noHealthyTargetAnswer(pool.name, seconds), ["retry-after", String(seconds)]);
+    }
+    this.target = target;
+    this.tried = [target];
+    target.health.picked(now);
+    const span = this.span.tryStart(target.url, 1);
+    let settled = false;
+    const finish = (ok: boolean, status: number, failure?: string) => {
+      if (settled) return;
+      settled = true;
+      target.health.finished(ok, this.deps.clock());
+      span.end(status, failure);
+    };
+    const deadline = grpcTimeoutMs(req.headers["grpc-timeout"]);
+    let stream: ReturnType<ReturnType<Http2Sessions["sessionFor"]>["request"]>;
+    try {
+      stream = this.deps.http2Sessions
+        .sessionFor(target.origin)
+        .request(
+          grpcRequestHeaders(
+            withTraceContext(this.upstreamRequestHeaders!, span.headers),
+            target,
+            target.basePath + this.forwardTarget,
+            req.method ?? "POST",
+          ),
+          { endStream: false },
+        );
+    } catch {
+      finish(false, 0, "refused");
+      this.metrics?.upstreamError("refused");
+      return this.answer(answers.upstreamUnreachable);
+    }
+    // Until the head arrives: the route's timeout (or the call's deadline, whichever is sooner); then only the deadline.
+    const headTimer = setTimeout(() => expire("timeout"), deadline === undefined ? route.timeoutMs : Math.min(deadline, route.timeoutMs));
+    const deadlineTimer = deadline === undefined ? undefined : setTimeout(() => expire("deadline"), deadline);
+    const stop = () => {
+      clearTimeout(headTimer);
+      clearTimeout(deadlineTimer);
+    };
+    const expire = (why: "timeout" | "deadline") => {
+      stop();
+      cancel(stream);
+      finish(false, 0, "timeout");
+      this.metrics?.upstreamError("timeout");
+      if (!res.headersSent) {
+        this.answer(answers.upstreamTimeout);
+        return;
+      }
+      // Mid-stream: the call ends with DEADLINE_EXCEEDED in the trailers.
+      (res as GatewayResponse).addTrailers({ "grpc-status": "4", "grpc-message": why === "deadline" ? "deadline exceeded" : "timed out" });
+      res.end();
+    };
+    (this.body ?? req).pipe(stream);
+    stream.on("response", (headers) => {
+      clearTimeout(headTimer);
+      const status = Number(headers[":status"] ?? 0);
+      finish(status < 500, status);
+      this.upstreamStatus = status;
+      if (this.clientGone) return;
+      const out = responseHeadersOf(headers);
+      out.push("x-request-id", this.requestId);
+      if (this.extra !== undefined) out.push(...this.extra);
+      writeHeadOf(res, status, out);
+    });
+    stream.on("trailers", (trailers) => {
+      const out: Record<string, string | string[]> = {};
+      for (const name in trailers) {
+        const value = trailers[name];
+        if (value !== undefined && name.charCodeAt(0) !== 58) out[name] = typeof value === "number" ? String(value) : value;
+      }
+      res.addTrailers(out);
+    });
+    stream.on("data", (chunk: Buffer) => this.data(undefined, { pause: () => stream.pause(), resume: () => stream.resume() }, chunk));
+    stream.on("end", () => {
+      stop();
+      if (!res.headersSent) writeHeadOf(res, this.upstreamStatus || 200, ["x-request-id", this.requestId]);
+      res.end();
+    });
+    stream.on("error", () => {
+      stop();
+      finish(false, 0, "reset");
+      if (this.clientGone) return;
+      this.metrics?.upstreamError("reset");
+      if (!res.headersSent) this.answer(answers.upstreamUnreachable);
+      else {
+        this.upstreamFailed = true;
+        res.destroy();
+      }
+    });
+    res.once("close", () => {
+      stop();
+      cancel(stream);
+    });
   }
 
   /** One more try, on a target not tried yet when one is usable; false when there is none at all. */
@@ -461,7 +637,7 @@ export class Exchange implements TryOwner {
     if (this.extra !== undefined) out.push(...this.extra);
     if (this.deps.closing()) out.push("connection", "close");
     try {
-      this.res!.writeHead(statusCode, out as string[]);
+      writeHeadOf(this.res!, statusCode, out);
     } catch {
       // A header value the upstream sent that HTTP/1.1 cannot carry on: the answer is unusable.
       attempt.abandoned = true;
@@ -472,15 +648,19 @@ export class Exchange implements TryOwner {
     return true;
   }
 
-  data(_attempt: UpstreamTry, controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    const res = this.res!;
+  data(
+    _attempt: UpstreamTry | undefined,
+    controller: Pick<Dispatcher.DispatchController, "pause" | "resume"> & { abort?(reason: Error): void },
+    chunk: Buffer,
+  ): void {
+    const res = this.res! as Writable & GatewayResponse;
     if (!res.write(chunk) && !this.waitingForDrain) {
       // The client reads slower than the upstream sends: hold the upstream until the client catches up,
       // for as long as GATEWAY_SEND_TIMEOUT_MS; a client that stopped reading does not keep both sockets forever.
       this.waitingForDrain = true;
       controller.pause();
       const stalled = setTimeout(() => {
-        controller.abort(new Error("the client stopped reading the answer"));
+        controller.abort?.(new Error("the client stopped reading the answer"));
         res.destroy();
       }, this.deps.sendTimeoutMs);
       res.once("drain", () => {
@@ -624,7 +804,7 @@ export class Exchange implements TryOwner {
 const exchangeOf = Symbol("gateway exchange");
 
 /** "close" of a response: it has ended, or the client went away first (logged as 499). */
-function onResponseClose(this: ServerResponse & { [exchangeOf]?: Exchange }): void {
+function onResponseClose(this: GatewayResponse & { [exchangeOf]?: Exchange }): void {
   const exchange = this[exchangeOf];
   if (exchange === undefined) return;
   if (exchange.upstreamFailed) {
@@ -638,10 +818,10 @@ function onResponseClose(this: ServerResponse & { [exchangeOf]?: Exchange }): vo
     exchange.settle(499);
     return;
   }
-  exchange.settle(this.statusCode);
+  exchange.settle(exchange.loggedStatus || this.statusCode);
 }
 
-function requestIdOf(req: IncomingMessage): string {
+function requestIdOf(req: GatewayRequest): string {
   const incoming = req.headers["x-request-id"];
   return typeof incoming === "string" && safeRequestId.test(incoming) ? incoming : `${requestIdPrefix}-${(++requestCounter).toString(36)}`;
 }
@@ -655,9 +835,9 @@ export function createGatewayHandler(deps: GatewayHandlerDeps) {
       return exchange?.malformedBody() ?? false;
     },
 
-    request(req: IncomingMessage, res: ServerResponse): undefined {
+    request(req: GatewayRequest, res: GatewayResponse): undefined {
       const exchange = new Exchange(deps, req, res, undefined, undefined, requestIdOf(req), performance.now());
-      (res as ServerResponse & { [exchangeOf]?: Exchange })[exchangeOf] = exchange;
+      (res as GatewayResponse & { [exchangeOf]?: Exchange })[exchangeOf] = exchange;
       res.on("close", onResponseClose);
       const compiled = deps.current();
       if (compiled === undefined) return exchange.answer(answers.notConfigured);

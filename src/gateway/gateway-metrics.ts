@@ -51,6 +51,8 @@ export interface GatewayGauges {
   tunnels: number;
   /** Client connections open on the proxy port. */
   connections: number;
+  /** The certificates of the domains served over TLS, by domain. */
+  certificates: ReadonlyMap<string, { readonly expiresAt: number }> | undefined;
   /** The health of every upstream target this gateway sends to. */
   targets: Iterable<{ readonly upstream: string; readonly target: string; readonly healthy: boolean }>;
   /** The most client connections this gateway holds (its limit, fitted to the open-file limit). */
@@ -95,6 +97,8 @@ export function createGatewayMetrics() {
   const refusedConnections = { connections: 0, client_connections: 0 };
   /** Requests whose cluster rate limits this gateway counted itself because Redis did not answer in time. */
   let storeFallbacks = 0;
+  /** TLS handshakes that failed, by reason (no certificate for the name, protocol errors...). */
+  const handshakeFailures = new Map<string, number>();
 
   function render(gauges: GatewayGauges, now: number): string {
     const all = [...routes.values()].filter((m) => m.count > 0 || m.refused + m.reset + m.timeout + m.rateLimited + m.retries > 0);
@@ -151,6 +155,18 @@ export function createGatewayMetrics() {
     for (const m of all)
       if (m.rateLimited > 0) lines.push(`gatehouse_gateway_rate_limited_requests_total{route="${m.route}"} ${m.rateLimited}`);
 
+    family(
+      "gatehouse_gateway_certificate_expiry_timestamp_seconds",
+      "gauge",
+      "When the certificate a domain is served with over TLS expires, in Unix seconds.",
+    );
+    for (const [domain, certificate] of gauges.certificates ?? [])
+      lines.push(
+        `gatehouse_gateway_certificate_expiry_timestamp_seconds{domain="${escapeLabel(domain)}"} ${Math.floor(certificate.expiresAt / 1000)}`,
+      );
+    family("gatehouse_gateway_tls_handshake_failures_total", "counter", "TLS handshakes that failed, by Node's error code.");
+    for (const [reason, count] of handshakeFailures)
+      lines.push(`gatehouse_gateway_tls_handshake_failures_total{reason="${reason}"} ${count}`);
     family("gatehouse_gateway_config_loaded", "gauge", "1 once a configuration is loaded, else 0.");
     lines.push(`gatehouse_gateway_config_loaded ${gauges.revision === undefined ? 0 : 1}`);
     family("gatehouse_gateway_config_revision", "gauge", "The configuration revision being served.");
@@ -193,6 +209,11 @@ export function createGatewayMetrics() {
     },
     rateLimitStoreFallback(): void {
       storeFallbacks++;
+    },
+    tlsHandshakeFailed(reason: string): void {
+      // Reasons are Node's error codes (a closed set): never text a client chose.
+      const key = /^[A-Z0-9_]{1,64}$/.test(reason) ? reason : "OTHER";
+      handshakeFailures.set(key, (handshakeFailures.get(key) ?? 0) + 1);
     },
     contentType: registry.contentType,
     async text(gauges: GatewayGauges, now: number): Promise<string> {

@@ -10,6 +10,15 @@ export interface GatewayEnvironment {
   redis: { url: string; timeoutMs: number } | undefined;
   /** GATEWAY_ADMIN_HOST: the admin port's interface (default: the proxy's HOST). */
   adminHost: string | undefined;
+  /** GATEWAY_TLS_PORT: "off", a port, or undefined for the default (tlsPortFor). */
+  tlsPort: number | "off" | undefined;
+}
+
+/** The TLS port a gateway listens on: GATEWAY_TLS_PORT, else 8443 (0, any free port, when the proxy's port is 0); undefined: off. */
+export function tlsPortFor(setting: number | "off" | undefined, proxyPort: number): number | undefined {
+  if (setting === "off") return undefined;
+  if (setting !== undefined) return setting;
+  return proxyPort === 0 ? 0 : 8443;
 }
 
 export interface SettingProblem {
@@ -66,10 +75,11 @@ export function readGatewayEnvironment(
   }
   const redis = readRedis(env, problems);
   const adminHost = env.GATEWAY_ADMIN_HOST?.trim() || undefined;
-  if (trustedProxies !== undefined) return { limits, trustedProxies, redis, adminHost };
+  const tlsPort = readTlsPort(env.GATEWAY_TLS_PORT, problems);
+  if (trustedProxies !== undefined) return { limits, trustedProxies, redis, adminHost, tlsPort };
   const trusted = parseTrustedProxies(env.TRUSTED_PROXIES);
   for (const description of trusted.problems) problems.push({ field: "TRUSTED_PROXIES", description });
-  return { limits, trustedProxies: trusted.proxies, redis, adminHost };
+  return { limits, trustedProxies: trusted.proxies, redis, adminHost, tlsPort };
 }
 
 function readRedis(env: Record<string, string | undefined>, problems: SettingProblem[]): GatewayEnvironment["redis"] {
@@ -88,4 +98,16 @@ function readRedis(env: Record<string, string | undefined>, problems: SettingPro
     return undefined;
   }
   return { url: raw, timeoutMs };
+}
+
+function readTlsPort(raw: string | undefined, problems: SettingProblem[]): number | "off" | undefined {
+  const text = raw?.trim().toLowerCase();
+  if (!text) return undefined;
+  if (text === "off") return "off";
+  const value = Number(text);
+  if (!/^[0-9]+$/.test(text) || value > 65535) {
+    problems.push({ field: "GATEWAY_TLS_PORT", description: `must be a port number from 0 to 65535, or "off", got "${raw}"` });
+    return undefined;
+  }
+  return value;
 }

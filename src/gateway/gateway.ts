@@ -1,5 +1,5 @@
 import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Server as NetServer } from "node:net";
 import type { Duplex } from "node:stream";
 import { Pool, type Dispatcher } from "undici";
 import { noTrustedProxies, type TrustedProxies } from "../server/client-address.js";
@@ -13,7 +13,10 @@ import type { GatewayState } from "./gateway-state.js";
 import { noTracer, type GatewayTracer } from "./gateway-tracer.js";
 import { createClusterRateStore } from "./rate-limit/redis-store.js";
 import { createHealthRegistry } from "./upstreams/health-registry.js";
+import { certificateFor } from "./certificates.js";
 import { connectionBudget, createEdgeServer, defaultEdgeLimits, openFileLimit, type EdgeLimits } from "./proxy/edge-server.js";
+import { createHttp2Sessions } from "./proxy/grpc.js";
+import { createAdmission, createHttp2Server, createPlainListener, createTlsListener } from "./proxy/listeners.js";
 
 export interface GatewayOptions {
   /** Address of the proxy (default 127.0.0.1:8000; port 0 picks a free one). */
@@ -55,6 +58,8 @@ export interface GatewayOptions {
   openFileLimit?: number;
   /** W3C Trace Context and spans (src/tracing/); default: none (a gateway fed by hand in tests). */
   tracer?: GatewayTracer;
+  /** The TLS port (GATEWAY_TLS_PORT; 0 picks a free one); absent: no TLS listener. */
+  tlsPort?: number;
   /** Cluster-wide rate limits (GATEWAY_REDIS_URL, GATEWAY_REDIS_TIMEOUT_MS); absent: `scope: cluster` counts per instance. */
   redis?: { url: string; timeoutMs: number };
 }
@@ -64,6 +69,9 @@ export interface GatewayAddresses {
   adminUrl: string;
   port: number;
   adminPort: number;
+  /** The TLS port, when there is one. */
+  tlsUrl?: string;
+  tlsPort?: number;
 }
 
 export interface Gateway {
@@ -104,6 +112,8 @@ export function createGateway(options: GatewayOptions): Gateway {
   let current: CompiledGatewayState | undefined;
   let changedAt: number | undefined;
   let closing = false;
+  /** The TLS port once listening: a redirect to https names it when it is not 443. */
+  let tlsPortBound: number | undefined;
   let drained: (() => void) | undefined;
 
   /** One keep-alive connection pool per origin and connect timeout, shared by every revision that sends there. */
@@ -121,6 +131,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     return pool;
   };
   const health = createHealthRegistry(logger);
+  const http2Sessions = createHttp2Sessions({ connectTimeoutMs: () => upstreamTimeoutMs });
   const clusterRates =
     options.redis === undefined
       ? undefined
@@ -194,16 +205,35 @@ export function createGateway(options: GatewayOptions): Gateway {
     trustedProxies: options.trustedProxies ?? noTrustedProxies,
     clusterRates,
     tracer: options.tracer ?? noTracer,
+    tlsPort: () => tlsPortBound,
+    http2Sessions,
   });
 
+  const refused = (reason: "connections" | "client_connections") => metrics.refusedConnection(reason);
   const edge = createEdgeServer({
     limits,
     request: handler.request,
     upgrade: handler.upgrade,
     malformedBody: handler.malformedBody,
-    refused: (reason) => metrics.refusedConnection(reason),
+    refused,
+    admitsConnections: false,
   });
-  const server: Server = edge.server;
+  const http1: Server = edge.server;
+  const http2 = createHttp2Server({ limits, request: handler.request });
+  // Every port counts against one set of limits.
+  const admission = createAdmission(limits, refused);
+  const plain = createPlainListener({ admission, http1, http2, headerTimeoutMs: limits.headerTimeoutMs });
+  const secure =
+    options.tlsPort === undefined
+      ? undefined
+      : createTlsListener({
+          admission,
+          http1,
+          http2,
+          handshakeTimeoutMs: limits.headerTimeoutMs,
+          contextFor: (servername) => certificateFor(current?.routing.certificates, servername)?.context,
+          failed: (reason) => metrics.tlsHandshakeFailed(reason),
+        });
   const admin = createAdminServer({
     ready: () => current !== undefined,
     metrics: () =>
@@ -214,7 +244,8 @@ export function createGateway(options: GatewayOptions): Gateway {
           routes: current?.routing.routes.length ?? 0,
           inFlight: inFlight(),
           tunnels: tunnels.size,
-          connections: edge.connections(),
+          connections: admission.open(),
+          certificates: current?.routing.certificates,
           targets: health.all(),
           maxConnections: limits.maxConnections,
           connected: options.connected?.(),
@@ -224,7 +255,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     metricsContentType: metrics.contentType,
   });
 
-  const listenOn = (target: Server, listenHost: string, listenPort: number) =>
+  const listenOn = (target: NetServer, listenHost: string, listenPort: number) =>
     new Promise<number>((resolve, reject) => {
       target.once("error", reject);
       target.listen(listenPort, listenHost, () => {
@@ -260,23 +291,40 @@ export function createGateway(options: GatewayOptions): Gateway {
     },
 
     async listen() {
-      const boundPort = await listenOn(server, host, port);
-      let boundAdmin: number;
+      const opened: { close(callback: () => void): unknown }[] = [];
       try {
-        boundAdmin = await listenOn(admin, adminHost, adminPort);
+        const boundPort = await listenOn(plain, host, port);
+        opened.push(plain);
+        let boundTls: number | undefined;
+        if (secure !== undefined) {
+          boundTls = await listenOn(secure, host, options.tlsPort ?? 0);
+          opened.push(secure);
+        }
+        const boundAdmin = await listenOn(admin, adminHost, adminPort);
+        edge.startTimeouts();
+        tlsPortBound = boundTls;
+        return {
+          url: urlOf(host, boundPort),
+          adminUrl: urlOf(adminHost, boundAdmin),
+          port: boundPort,
+          adminPort: boundAdmin,
+          ...(boundTls !== undefined ? { tlsUrl: urlOf(host, boundTls).replace(/^http:/, "https:"), tlsPort: boundTls } : {}),
+        };
       } catch (error) {
-        // All or nothing: a proxy left listening without its admin port would keep the process alive, failed.
-        await new Promise<void>((resolve) => server.close(() => resolve()));
+        // All or nothing: a port left listening without the others would keep the process alive, failed.
+        for (const server of opened) await new Promise<void>((resolve) => server.close(() => resolve()));
         throw error;
       }
-      return { url: urlOf(host, boundPort), adminUrl: urlOf(adminHost, boundAdmin), port: boundPort, adminPort: boundAdmin };
     },
 
     async close() {
       closing = true;
-      const serverClosed = new Promise<void>((resolve) => (server.listening ? server.close(() => resolve()) : resolve()));
+      const stopped = [plain, ...(secure ? [secure] : [])].map(
+        (server) => new Promise<void>((resolve) => (server.listening ? server.close(() => resolve()) : resolve())),
+      );
       // Connections between requests close now; busy ones close after their answer (it says Connection: close).
-      server.closeIdleConnections();
+      http1.closeIdleConnections();
+      for (const session of http2.sessions) session.close();
       if (inFlight() > 0) {
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, drainTimeoutMs);
@@ -287,9 +335,11 @@ export function createGateway(options: GatewayOptions): Gateway {
         });
       }
       for (const tunnel of tunnels) tunnel.destroy();
-      server.closeAllConnections();
-      await serverClosed;
+      http1.closeAllConnections();
+      for (const session of http2.sessions) session.destroy();
+      await Promise.all(stopped);
       health.close();
+      http2Sessions.close();
       await clusterRates?.close();
       await Promise.all([...pools.values()].map((pool) => pool.close().catch(() => {})));
       pools.clear();

@@ -29,6 +29,8 @@ export interface GatewaySettings {
   trustedProxies?: TrustedProxies;
   /** Open files other parts of the process hold (the platform's connections, for the embedded gateway). */
   sharedDescriptors?: number;
+  /** The TLS port (tlsPortFor); undefined: none. */
+  tlsPort?: number | undefined;
   /** GATEWAY_ADMIN_HOST: the admin port's interface (default: `host`). */
   adminHost?: string | undefined;
   /** Cluster-wide rate limits in Redis (GATEWAY_REDIS_URL). */
@@ -80,6 +82,7 @@ export async function startGateway(settings: GatewaySettings, logger: Logger): P
     ...(settings.sharedDescriptors !== undefined ? { sharedDescriptors: settings.sharedDescriptors } : {}),
     ...(settings.redis !== undefined ? { redis: settings.redis } : {}),
     ...(settings.adminHost !== undefined ? { adminHost: settings.adminHost } : {}),
+    ...(settings.tlsPort !== undefined ? { tlsPort: settings.tlsPort } : {}),
     logger,
   });
   follower = createFollower({

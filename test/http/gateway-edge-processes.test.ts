@@ -76,7 +76,7 @@ beforeAll(async () => {
   const [gatewayPort, adminPort] = [await freePort(), await freePort()];
   // The control plane and its embedded gateway, with an open-file limit an attacker could exhaust before the fix.
   serve = await startServe(
-    { ...cliEnv(), HOST: "127.0.0.1", GATEWAY_PORT: String(gatewayPort), GATEWAY_ADMIN_PORT: String(adminPort) },
+    { ...cliEnv(), HOST: "127.0.0.1", GATEWAY_PORT: String(gatewayPort), GATEWAY_ADMIN_PORT: String(adminPort), GATEWAY_TLS_PORT: "off" },
     { openFiles: 1024 },
   );
   embedded = { url: `http://127.0.0.1:${gatewayPort}`, adminUrl: `http://127.0.0.1:${adminPort}` };

@@ -164,6 +164,7 @@ describe("README.md", () => {
             SAMPLE_PORT: String(samplePort),
             GRPC_PORT: String(grpcPort),
             GATEWAY_PORT: String(gatewayPort),
+            GATEWAY_TLS_PORT: "0",
             GATEWAY_ADMIN_PORT: String(gatewayAdminPort),
           });
         }

@@ -16,6 +16,8 @@ export const registerGateway: CommandGroup = (program, cli) => {
         "  GATEWAY_PORT, HOST     the proxy's address (default 127.0.0.1:8000)\n" +
         "  GATEWAY_ADMIN_PORT     /healthz, /readyz and /metrics (default: GATEWAY_PORT + 1)\n" +
         "  GATEWAY_ADMIN_HOST     the admin port's interface (default: HOST; bind it to a private one)\n" +
+        "  GATEWAY_TLS_PORT       TLS (h2 and http/1.1 by ALPN) for domains with a certificate\n" +
+        "                         (default 8443; 0 when GATEWAY_PORT is 0; off disables it)\n" +
         "  GATEWAY_CACHE          last-known-good file (default ./data/gateway-<organization_id>.json)\n" +
         "  GATEWAY_ID             its name among the organisation's connected gateways (default host-pid)\n" +
         "  GATEWAY_UPSTREAM_TIMEOUT_MS\n" +
@@ -43,18 +45,19 @@ export const registerGateway: CommandGroup = (program, cli) => {
           "set GATEHOUSE_GATEWAY_KEY to a gateway key (gatehouse keys create --org <id> --kind gateway --name <name>)",
         );
       }
-      const [{ startGateway, defaultGatewayId }, { readGatewayEnvironment }, { createLoggers }, { resolve }] = await Promise.all([
-        import("../../gateway/start-gateway.js"),
-        import("../../gateway/gateway-settings.js"),
-        import("../../server/logger.js"),
-        import("node:path"),
-      ]);
+      const [{ startGateway, defaultGatewayId }, { readGatewayEnvironment, tlsPortFor }, { createLoggers }, { resolve }] =
+        await Promise.all([
+          import("../../gateway/start-gateway.js"),
+          import("../../gateway/gateway-settings.js"),
+          import("../../server/logger.js"),
+          import("node:path"),
+        ]);
       const port = readPort(env.GATEWAY_PORT, "GATEWAY_PORT", 8000);
       const adminPort = env.GATEWAY_ADMIN_PORT?.trim() ? readPort(env.GATEWAY_ADMIN_PORT, "GATEWAY_ADMIN_PORT", 8001) : undefined;
       const dataDir = resolve(env.GATEHOUSE_DATA_DIR?.trim() || "data");
       const upstreamTimeoutMs = readInteger(env.GATEWAY_UPSTREAM_TIMEOUT_MS, "GATEWAY_UPSTREAM_TIMEOUT_MS", 100, 600_000);
       const problems: { field: string; description: string }[] = [];
-      const { limits, trustedProxies, redis, adminHost } = readGatewayEnvironment(env, problems);
+      const { limits, trustedProxies, redis, adminHost, tlsPort } = readGatewayEnvironment(env, problems);
       const [problem] = problems;
       if (problem !== undefined) throw new CliError("invalid_configuration", `${problem.field} ${problem.description}`);
       const loggers = createLoggers(env.LOG_LEVEL?.trim() || "info");
@@ -72,13 +75,23 @@ export const registerGateway: CommandGroup = (program, cli) => {
           trustedProxies,
           redis,
           adminHost,
+          tlsPort: tlsPortFor(tlsPort, port),
         },
         loggers.app,
       );
       if (cli.out.json) {
-        cli.out.write(`${JSON.stringify({ gateway_url: running.addresses.url, gateway_admin_url: running.addresses.adminUrl })}\n`);
+        cli.out.write(
+          `${JSON.stringify({
+            gateway_url: running.addresses.url,
+            gateway_admin_url: running.addresses.adminUrl,
+            ...(running.addresses.tlsUrl !== undefined ? { gateway_tls_url: running.addresses.tlsUrl } : {}),
+          })}\n`,
+        );
       } else {
-        cli.out.write(`Gatehouse gateway  ${running.addresses.url}\n           admin    ${running.addresses.adminUrl}\n`);
+        cli.out.write(
+          `Gatehouse gateway  ${running.addresses.url}\n           admin    ${running.addresses.adminUrl}\n` +
+            (running.addresses.tlsUrl !== undefined ? `           TLS      ${running.addresses.tlsUrl}\n` : ""),
+        );
       }
       await new Promise<void>((done) => {
         process.once("SIGTERM", () => done());

@@ -14,7 +14,7 @@ export const registerServe: CommandGroup = (program, cli) => {
         "and GATEHOUSE_DATA_DIR (see docs/configuration.md). The embedded gateway serves the first organisation's\n" +
         "configuration on GATEWAY_PORT (default 8000, admin port +1; GATEWAY_PORT=off disables it).\n" +
         "SIGTERM or SIGINT drains requests in flight and stops.\n" +
-        "With --json: one line {platform_url, grpc_url, sample_url, gateway_url?, gateway_admin_url?[, credentials]} once listening.",
+        "With --json: one line {platform_url, grpc_url, sample_url, gateway_url?, gateway_admin_url?, gateway_tls_url?[, credentials]} once listening.",
     )
     .action(async () => {
       const [{ createApp }, { loadConfig }, { startEmbeddedGateway }] = await Promise.all([
@@ -38,13 +38,15 @@ export const registerServe: CommandGroup = (program, cli) => {
               grpc_url: listening.grpcUrl,
               sample_url: listening.sampleUrl,
               ...(gateway ? { gateway_url: gateway.addresses.url, gateway_admin_url: gateway.addresses.adminUrl } : {}),
+              ...(gateway?.addresses.tlsUrl !== undefined ? { gateway_tls_url: gateway.addresses.tlsUrl } : {}),
               ...(credentials ? { credentials } : {}),
             })}\n`,
           );
         } else {
           cli.out.write(
             `Gatehouse platform API  ${listening.url}\n          gRPC (h2c)    ${listening.grpcUrl}\n          plant API     ${listening.sampleUrl}\n` +
-              (gateway ? `          gateway       ${gateway.addresses.url} (admin ${gateway.addresses.adminUrl})\n` : ""),
+              (gateway ? `          gateway       ${gateway.addresses.url} (admin ${gateway.addresses.adminUrl})\n` : "") +
+              (gateway?.addresses.tlsUrl !== undefined ? `          gateway TLS   ${gateway.addresses.tlsUrl}\n` : ""),
           );
         }
         await new Promise<void>((resolve) => {

@@ -304,7 +304,8 @@ export async function checkSecretReferences(input: SecretReferenceCheck): Promis
     const tls = (resource.value as DomainResource).tls;
     if (tls === undefined) continue;
     for (const field of ["certificate", "private_key"] as const) {
-      for (const reference of readReferences(tls[field]) ?? []) inDocument.push({ reference, path: ["domains", resource.index, "tls", field] });
+      for (const reference of readReferences(tls[field]) ?? [])
+        inDocument.push({ reference, path: ["domains", resource.index, "tls", field] });
     }
   }
   if (malformed.length > 0) throw configError(placeViolations(malformed, input.locate));

@@ -3,6 +3,7 @@ import { httpMethods } from "../../domain/config/config-document.js";
 import { checkOrigin } from "../../domain/config/config-checks.js";
 import { headerName, method, type PluginSchema } from "../../domain/config/plugin-fields.js";
 import type { Exchange } from "../gateway-handler.js";
+import { writeHeadOf } from "../proxy/write-head.js";
 import { stages, type GatewayPlugin } from "./plugin.js";
 
 const schema: PluginSchema = {
@@ -114,7 +115,7 @@ function corsStep(policy: CorsPolicy) {
         const out = ["x-request-id", exchange.requestId, "content-length", "0"];
         if (origin !== undefined && policy.allows(origin))
           out.push(...policy.preflightHeaders(origin, headers["access-control-request-headers"]));
-        res.writeHead(204, out);
+        writeHeadOf(res, 204, out);
         res.end();
         return false;
       }

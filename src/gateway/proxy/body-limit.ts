@@ -1,5 +1,4 @@
-import type { IncomingMessage } from "node:http";
-import { Transform, type TransformCallback } from "node:stream";
+import { Transform, type Readable, type TransformCallback } from "node:stream";
 
 /** Raised into the upstream request when a body grows past the route's limit: undici aborts that request. */
 export class BodyTooLargeError extends Error {
@@ -12,7 +11,7 @@ export class BodyTooLargeError extends Error {
  * upstream request before its body is complete (docs/gateway.md,
  * `max_body_bytes`), and `exceeded` tells the request to answer 413.
  */
-export function limitBody(body: IncomingMessage, limit: number, exceeded: () => void): Transform {
+export function limitBody(body: Readable, limit: number, exceeded: () => void): Transform {
   let seen = 0;
   const limited = new Transform({
     transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback) {

@@ -2,8 +2,8 @@ import { readFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
-import { clientBucketOf } from "../../server/client-address.js";
 import { answers, rawAnswer, type GatewayAnswer } from "../gateway-answer.js";
+import { createAdmission } from "./listeners.js";
 
 /**
  * The gateway's limits per process (docs/gateway.md, "Limits"; docs/security.md,
@@ -103,6 +103,8 @@ export interface EdgeServerDeps {
   malformedBody?(res: ServerResponse): boolean;
   /** Counts connections refused by a limit. */
   refused(reason: "connections" | "client_connections"): void;
+  /** False when the server is given connections a front admitted already (listeners.ts); default true. */
+  admitsConnections?: boolean;
 }
 
 const counted = Symbol("gatehouse edge: counted connection");
@@ -167,14 +169,14 @@ function headWithoutUpgrade(req: IncomingMessage): string {
  */
 export interface EdgeServer {
   readonly server: Server;
-  /** Client connections open now. */
+  /** Client connections open now (those it admitted itself). */
   connections(): number;
+  /** For a server that does not listen itself: starts the checks of its head and request timeouts. */
+  startTimeouts(): void;
 }
 
 export function createEdgeServer(deps: EdgeServerDeps): EdgeServer {
   const { limits } = deps;
-  const perClient = new Map<string, number>();
-  let open = 0;
   const server = createServer({
     maxHeaderSize: limits.maxHeaderBytes,
     headersTimeout: limits.headerTimeoutMs,
@@ -185,27 +187,12 @@ export function createEdgeServer(deps: EdgeServerDeps): EdgeServer {
     // A missing Host is answered by the gateway, with its error body.
     requireHostHeader: false,
   });
-  server.maxConnections = limits.maxConnections;
-  server.on("drop", () => deps.refused("connections"));
-
+  // A server that listens itself (the admin port) admits its own connections; the proxy's fronts admit theirs (listeners.ts).
+  const admission = deps.admitsConnections === false ? undefined : createAdmission(limits, deps.refused);
   server.on("connection", (socket: EdgeSocket) => {
-    if (socket[counted]) return; // a connection handed back after an ignored Upgrade
+    if (admission === undefined || socket[counted]) return; // admitted by a front, or handed back after an ignored Upgrade
     socket[counted] = true;
-    const client = clientBucketOf(socket.remoteAddress);
-    const fromClient = (perClient.get(client) ?? 0) + 1;
-    if (fromClient > limits.maxConnectionsPerClient) {
-      deps.refused("client_connections");
-      socket.destroy();
-      return;
-    }
-    perClient.set(client, fromClient);
-    open++;
-    socket.once("close", () => {
-      open--;
-      const left = (perClient.get(client) ?? 1) - 1;
-      if (left <= 0) perClient.delete(client);
-      else perClient.set(client, left);
-    });
+    if (!admission.admit(socket)) socket.destroy();
   });
 
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
@@ -261,5 +248,13 @@ export function createEdgeServer(deps: EdgeServerDeps): EdgeServer {
     socket.end(rawAnswer(answer, []));
   });
 
-  return { server, connections: () => open };
+  return {
+    server,
+    connections: () => admission?.open() ?? 0,
+    startTimeouts() {
+      // Node checks the head and request timeouts of a server's connections once it is listening. Connections are
+      // handed to this one by the listeners, so it is told when they listen: its 'listening' event starts the checks.
+      if (!server.listening) server.emit("listening");
+    },
+  };
 }

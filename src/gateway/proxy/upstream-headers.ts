@@ -116,7 +116,8 @@ export function clientHeaders(source: IncomingHttpHeaders, policy: HeaderPolicy,
   const out: Record<string, string | string[]> = {};
   for (const name in source) {
     const value = source[name];
-    if (value === undefined || name.includes("_")) continue;
+    // HTTP/2 pseudo-header fields (":authority", ...) are of this hop; a name with "_" is never forwarded (below).
+    if (value === undefined || name.includes("_") || name.charCodeAt(0) === 58) continue;
     if (drop.has(name) || named?.includes(name)) continue;
     if (!trusted && isForwardingHeader(name)) continue;
     if (policy.restrictsMethods && methodOverrides.has(name)) continue;
