@@ -52,8 +52,11 @@ export interface CompiledRouting {
   readonly pools: readonly UpstreamPool[];
   /** TLS contexts by domain name (certificates.ts). */
   readonly certificates: ReadonlyMap<string, DomainCertificate>;
-  /** Domains whose plain-HTTP requests are redirected to https (`redirect_http`). */
-  readonly redirects: ReadonlySet<string>;
+  /**
+   * Whether each domain redirects plain HTTP to https (`redirect_http`), by
+   * name; empty when none does.
+   */
+  readonly redirects: ReadonlyMap<string, boolean>;
   /** What plugins keep across revisions (rate-limit counts), by their key. */
   readonly carried: ReadonlyMap<string, unknown>;
 }
@@ -285,7 +288,9 @@ function compileRouting(state: GatewayState, options: CompileOptions): CompiledR
     pools: [...pools.values()],
     carried,
     certificates: compileCertificates(domains, state.secrets, warn),
-    redirects: new Set(domains.filter((domain) => domain.redirect_http === true).map((domain) => domain.name)),
+    redirects: domains.some((domain) => domain.redirect_http === true)
+      ? new Map(domains.map((domain) => [domain.name, domain.redirect_http === true]))
+      : new Map(),
   };
 }
 

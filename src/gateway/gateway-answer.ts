@@ -94,6 +94,11 @@ export const answers = {
     "host_repeated",
     "the request carries more than one Host header field (RFC 9112 section 3.2): send exactly one",
   ),
+  badHost: gatewayAnswer(
+    Code.InvalidArgument,
+    "host_invalid",
+    "the Host header field (or :authority) is not host[:port] (RFC 9110 section 7.2, RFC 3986 section 3.2): no user information, path, space or other character outside a host name",
+  ),
   hostMismatch: gatewayAnswer(
     Code.InvalidArgument,
     "host_mismatch",

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { constants as http2Constants, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 import type { Duplex, Readable, Writable } from "node:stream";
 import type { Dispatcher } from "undici";
 import { readRequestPath } from "../domain/config/request-path.js";
@@ -20,7 +20,7 @@ import type { GatewayMetrics, RouteMetrics, UpstreamErrorKind } from "./gateway-
 import { limitBody } from "./proxy/body-limit.js";
 import { cancel, grpcRequestHeaders, grpcTimeoutMs, isGrpc, responseHeadersOf, trailersOnly, type Http2Sessions } from "./proxy/grpc.js";
 import { isEncrypted, peerAddressOf } from "./proxy/listeners.js";
-import { writeHeadOf } from "./proxy/write-head.js";
+import { endWithHead, writeHeadOf } from "./proxy/write-head.js";
 import type { GatewayTracer, RequestSpan } from "./gateway-tracer.js";
 import type { ClusterRateStore } from "./rate-limit/redis-store.js";
 import { UpstreamTry, type TryOwner } from "./proxy/upstream-try.js";
@@ -76,6 +76,13 @@ const drainableBodyBytes = 64 * 1024;
 const absoluteForm = /^https?:\/\/([^/?#@\s]+)([/?][^#]*)?$/i;
 
 /** A request target as HTTP/2's :path may carry it: visible ASCII only, no space (RFC 9113 section 8.3.1). */
+/**
+ * Host[:port] (RFC 9110 section 7.2): an IP literal in brackets or a reg-name of RFC 3986's characters
+ * (unreserved, pct-encoded, sub-delims), then an optional port. No userinfo, path, space or control character:
+ * whatever routes the request, is logged and goes upstream as X-Forwarded-Host is a host name.
+ */
+const validAuthority = /^(?:\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9._~!$&'()*+,;=%-]{1,255})(?::[0-9]{1,5})?$/;
+
 const originForm = /^\/[\x21-\x7e]*$/;
 
 /** Whether the request carries more than one Host field (Node keeps only the first in `headers`). */
@@ -108,8 +115,26 @@ function hostOf(value: string | undefined): string {
 
 /** The TCP peer address; an IPv4-mapped IPv6 address as the IPv4 address it is. */
 /** The TCP peer address (listeners.ts: an h2c session reads through a wrapper). */
+/** Whether a host's domain (its exact name, else the wildcard one label up, as for certificates) has `redirect_http`. */
+function redirectsToHttps(redirects: ReadonlyMap<string, boolean>, host: string): boolean {
+  const exact = redirects.get(host);
+  if (exact !== undefined) return exact;
+  const dot = host.indexOf(".");
+  return dot !== -1 && redirects.get(`*${host.slice(dot)}`) === true;
+}
+
 function peerOf(req: GatewayRequest): string {
   return peerAddressOf(req as { socket: { remoteAddress?: string | undefined } });
+}
+
+/**
+ * Whether a body follows the request's head: on HTTP/1.1 its framing
+ * headers say so (RFC 9112 section 6.3); on HTTP/2 a body follows unless the
+ * HEADERS frame ended the stream (RFC 9113 section 8.1), content-length or not.
+ */
+function bodyFollows(req: GatewayRequest): boolean {
+  if ("stream" in req) return !req.stream.endAfterHeaders;
+  return hasBody(req.headers);
 }
 
 function hasBody(headers: IncomingHttpHeaders): boolean {
@@ -216,16 +241,23 @@ export class Exchange implements TryOwner {
       return;
     }
     const req = this.req;
+    if ("stream" in req && !req.complete) {
+      // HTTP/2: the answer is complete before the request is, so the stream is reset with NO_ERROR once it
+      // is sent (RFC 9113 section 8.1), and the rest of the body is never read; the connection stays.
+      const stream = req.stream;
+      stream.once("finish", () => {
+        if (!req.complete && !stream.closed) stream.close(http2Constants.NGHTTP2_NO_ERROR);
+      });
+    }
     if (this.grpc) {
       // A Trailers-Only answer: HTTP 200, the gRPC status and message in its only HEADERS.
       this.loggedStatus = answer.status;
-      if (!req.complete) req.resume();
+      if (!("stream" in req) && !req.complete) req.resume();
       out.push(...trailersOnly(answer), "content-length", "0");
-      writeHeadOf(res, 200, out);
-      res.end();
+      endWithHead(res, 200, out);
       return;
     }
-    if (!req.complete && hasBody(req.headers)) {
+    if (!("stream" in req) && !req.complete && bodyFollows(req)) {
       const length = Number(req.headers["content-length"]);
       if (Number.isFinite(length) && length <= drainableBodyBytes) req.resume();
       else out.push("connection", "close");
@@ -298,6 +330,7 @@ export class Exchange implements TryOwner {
     } else if (authority === undefined && req.httpVersion === "1.1") {
       return this.refuse(answers.missingHost);
     }
+    if (authority !== undefined && authority !== "" && !validAuthority.test(authority)) return this.refuse(answers.badHost);
     const queryAt = target.indexOf("?");
     const path = readRequestPath(queryAt === -1 ? target : target.slice(0, queryAt));
     if (path === undefined) return this.refuse(answers.badTarget);
@@ -317,7 +350,8 @@ export class Exchange implements TryOwner {
     const headers = req.headers;
     const host = hostOf(this.authority);
     this.encrypted = isEncrypted(req);
-    if (!this.encrypted && compiled.routing.redirects.size > 0 && compiled.routing.redirects.has(host)) return this.redirectToHttps(host);
+    if (!this.encrypted && compiled.routing.redirects.size > 0 && redirectsToHttps(compiled.routing.redirects, host))
+      return this.redirectToHttps(host);
     const method = methodIndex(req.method ?? "GET");
     let found = compiled.routing.table.lookup(host, path, method);
     if (this.res !== undefined && method === 6 && headers.origin !== undefined) {
@@ -347,6 +381,13 @@ export class Exchange implements TryOwner {
     this.metrics = route.metrics ??= this.deps.metrics.route(route.name);
     if (route.closed !== undefined) return this.answer(route.closed);
     this.peer = peerOf(req);
+    if (this.peer === "") {
+      // Only a connection already gone has no address (an HTTP/2 stream reset, or its session closed, before its
+      // request was read): nothing is forwarded for it, and no rule or limit ever judges a client without an address.
+      this.clientGone = true;
+      this.settle(499);
+      return;
+    }
     this.continueFrom(0);
   }
 
@@ -415,7 +456,7 @@ export class Exchange implements TryOwner {
       this.tunnel();
       return;
     }
-    if (hasBody(req.headers)) {
+    if (bodyFollows(req)) {
       const limit = route.maxBodyBytes;
       const declared = req.headers["content-length"];
       if (limit !== undefined && declared !== undefined && Number(declared) > limit) return this.answer(bodyTooLargeAnswer(limit));
@@ -494,7 +535,8 @@ export class Exchange implements TryOwner {
       res.end();
     };
     (this.body ?? req).pipe(stream);
-    stream.on("response", (headers) => {
+    let headOnly = false;
+    stream.on("response", (headers, flags) => {
       clearTimeout(headTimer);
       const status = Number(headers[":status"] ?? 0);
       finish(status < 500, status);
@@ -503,7 +545,10 @@ export class Exchange implements TryOwner {
       const out = responseHeadersOf(headers);
       out.push("x-request-id", this.requestId);
       if (this.extra !== undefined) out.push(...this.extra);
-      writeHeadOf(res, status, out);
+      // A Trailers-Only answer (its HEADERS ends the stream) goes on as one too.
+      headOnly = (flags & http2Constants.NGHTTP2_FLAG_END_STREAM) !== 0;
+      if (headOnly) endWithHead(res, status, out);
+      else writeHeadOf(res, status, out);
     });
     stream.on("trailers", (trailers) => {
       const out: Record<string, string | string[]> = {};
@@ -516,6 +561,7 @@ export class Exchange implements TryOwner {
     stream.on("data", (chunk: Buffer) => this.data(undefined, { pause: () => stream.pause(), resume: () => stream.resume() }, chunk));
     stream.on("end", () => {
       stop();
+      if (headOnly) return;
       if (!res.headersSent) writeHeadOf(res, this.upstreamStatus || 200, ["x-request-id", this.requestId]);
       res.end();
     });
@@ -837,6 +883,12 @@ export function createGatewayHandler(deps: GatewayHandlerDeps) {
 
     request(req: GatewayRequest, res: GatewayResponse): undefined {
       const exchange = new Exchange(deps, req, res, undefined, undefined, requestIdOf(req), performance.now());
+      if ("stream" in req && req.stream.destroyed) {
+        // An HTTP/2 stream the client reset (or whose session ended) before its request came to be served.
+        exchange.clientGone = true;
+        exchange.settle(499);
+        return;
+      }
       (res as GatewayResponse & { [exchangeOf]?: Exchange })[exchangeOf] = exchange;
       res.on("close", onResponseClose);
       const compiled = deps.current();

@@ -202,6 +202,29 @@ describe("methods and targets", () => {
     expect(statusesOf(old.text)).toEqual([200]);
   });
 
+  test("a Host that is not host[:port] is 400 host_invalid: user information, a path, a comma list or a backslash never route or go upstream", async () => {
+    for (const host of [
+      "user@api.example.com",
+      "api.example.com/pub",
+      "api.example.com\\evil",
+      "api.example.com:80:81",
+      "api.example.com, evil.example",
+      "[::1",
+      "api.example.com:port",
+    ]) {
+      const exchange = await rawExchange(gw.url, [`GET /pub/bad-host HTTP/1.1\r\nHost: ${host}\r\n\r\n`]);
+      expect([host, statusesOf(exchange.text)]).toEqual([host, [400]]);
+      expect(firstJsonOf(exchange.text).details).toEqual([
+        expect.objectContaining({ debug: expect.objectContaining({ reason: "host_invalid" }) }),
+      ]);
+    }
+    for (const host of ["api.example.com", "API.example.com:8080", "[::1]:8000", "127.0.0.1", "xn--bcher-kva.example"]) {
+      const exchange = await rawExchange(gw.url, [`GET /pub/good-host HTTP/1.1\r\nHost: ${host}\r\n\r\n`]);
+      expect([host, statusesOf(exchange.text)]).toEqual([host, [200]]);
+    }
+    expect(sawAny("bad-host")).toEqual([]);
+  });
+
   test("an absolute-form target is routed by its authority (RFC 9112 section 3.2.2); a Host that differs is 400", async () => {
     const absolute = await rawExchange(gw.url, [
       "GET http://API.example.com:8000/pub/abs?x=1 HTTP/1.1\r\nHost: api.example.com:8000\r\n\r\n",

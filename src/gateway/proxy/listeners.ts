@@ -115,17 +115,28 @@ class PrefacedConnection extends Duplex {
   }
 }
 
-/** The TCP peer of an HTTP/2 session, by session: an h2c session reads through a PrefacedConnection. */
-const sessionPeers = new WeakMap<Http2Session, Socket>();
+/**
+ * The TCP peer address of each HTTP/2 session, taken when the session starts (an h2c session reads through a
+ * PrefacedConnection, and a destroyed socket no longer tells its address).
+ */
+const sessionPeers = new WeakMap<Http2Session, string>();
 
 /** The TCP peer address of a request, HTTP/1.1 or HTTP/2, an IPv4-mapped IPv6 address as the IPv4 address it is. */
 export function peerAddressOf(req: {
   socket: { remoteAddress?: string | undefined };
   stream?: { session?: Http2Session | undefined };
 }): string {
-  const session = req.stream?.session;
-  const socket = session === undefined ? req.socket : (sessionPeers.get(session) ?? req.socket);
-  const address = socket.remoteAddress ?? "";
+  const stream = req.stream;
+  if (stream !== undefined) {
+    // An HTTP/2 request: its session's address, or none once the stream is destroyed (its session is then unknown).
+    const session = stream.session;
+    return session === undefined ? "" : (sessionPeers.get(session) ?? normalizedAddress(req.socket.remoteAddress));
+  }
+  return normalizedAddress(req.socket.remoteAddress);
+}
+
+function normalizedAddress(address: string | undefined): string {
+  if (address === undefined) return "";
   return address.startsWith("::ffff:") && address.includes(".") ? address.slice(7) : address;
 }
 
@@ -160,7 +171,7 @@ export function createHttp2Server(deps: H2ServerDeps): Http2Server & { sessions:
     sessions.add(session);
     session.once("close", () => sessions.delete(session));
     session.on("error", () => session.destroy());
-    if (pendingPeer !== undefined) sessionPeers.set(session, pendingPeer);
+    if (pendingPeer !== undefined) sessionPeers.set(session, normalizedAddress(pendingPeer.remoteAddress));
   });
   server.on("sessionError", () => {});
   server.on("request", deps.request);
