@@ -30,6 +30,8 @@ step("build", process.execPath, [join(root, "scripts/build.mjs")]);
 step("chromium", process.execPath, [join(root, "scripts/ensure-chromium.mjs")]);
 // The cluster rate-limit tests start their own redis-server (Debian's package).
 step("redis-server", process.execPath, [join(root, "scripts/ensure-redis.mjs")]);
+// The HTTP/2 smuggling and gRPC tests drive Debian's python3-h2 and python3-grpcio.
+step("HTTP/2 and gRPC clients", process.execPath, [join(root, "scripts/ensure-protocol-clients.mjs")]);
 // The /metrics tests check the exposition with promtool (Debian's prometheus package, unpacked once).
 step("promtool", process.execPath, [join(root, "scripts/ensure-promtool.mjs")]);
 

@@ -1,6 +1,9 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { parse } from "yaml";
+import { makeCertificate } from "../support/certificates.js";
 import { applyOk, exportOk } from "../support/config-documents.js";
+import { secretsApi } from "../support/secrets-client.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /**
@@ -51,9 +54,40 @@ test("docs/gateway.md has YAML examples, the upstreams example with its export a
   expect(examples.some((example) => example.exported?.includes("\nupstreams:\n  - name: plants\n"))).toBe(true);
 });
 
+const reference = /\$\{secret:([a-z0-9][a-z0-9_-]*)\/([A-Za-z_][A-Za-z0-9_.-]*)\}/g;
+
+/**
+ * The secrets an example references, made first as a reader would: a
+ * domain's certificate and key are a real pair for its name (openssl), any
+ * other reference a plain value.
+ */
+async function provideSecrets(example: Example): Promise<void> {
+  const secrets = secretsApi(server, server.credentials.api_key);
+  const provided = new Set<string>();
+  const document = parse(example.text) as { domains?: { name: string; tls?: { certificate: string; private_key: string } }[] };
+  for (const domain of document.domains ?? []) {
+    if (domain.tls === undefined) continue;
+    const pair = await makeCertificate([domain.name]);
+    for (const [ref, value] of [
+      [domain.tls.certificate, pair.cert],
+      [domain.tls.private_key, pair.key],
+    ] as const) {
+      const [, environment, name] = /^\$\{secret:([^/]+)\/(.+)\}$/.exec(ref) ?? [];
+      await secrets.put(name!, environment!, value);
+      provided.add(ref);
+    }
+  }
+  for (const match of example.text.matchAll(reference)) {
+    if (provided.has(match[0])) continue;
+    await secrets.put(match[2]!, match[1]!, "docs-example-value");
+    provided.add(match[0]);
+  }
+}
+
 describe.each(examples.map((example) => [example.line, example] as const))("the example at docs/gateway.md:%i", (_line, example) => {
   test("applies through the API, and exports as the docs show", async () => {
     const key = server.credentials.api_key;
+    await provideSecrets(example);
     await applyOk(server, key, example.text, { strict: true });
     const exported = await exportOk(server, key);
     if (example.exported !== undefined) expect(exported.yaml).toBe(example.exported);
