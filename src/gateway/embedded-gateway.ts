@@ -5,7 +5,7 @@ import { startGateway, type RunningGateway } from "./start-gateway.js";
 
 /** What the embedded gateway needs of the platform beside it: its settings, a logger, and gateway keys. */
 export interface EmbeddedGatewayDeps {
-  config: Pick<Config, "host" | "dataDir" | "gateway" | "transport">;
+  config: Pick<Config, "host" | "dataDir" | "gateway" | "transport" | "tracing">;
   logger: Logger;
   gatewayCredentials: Pick<GatewayCredentials, "listGatewayKeys" | "revokeGatewayKey" | "createGatewayKey">;
   /** The organisation it serves: the one created first. */
@@ -48,6 +48,7 @@ export async function startEmbeddedGateway(deps: EmbeddedGatewayDeps, platformUr
       sharedDescriptors: config.transport.maxConnections,
       redis: config.gateway.environment.redis,
       adminHost: config.gateway.environment.adminHost,
+      tracing: config.tracing,
     },
     deps.logger,
   );

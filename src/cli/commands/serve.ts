@@ -17,12 +17,22 @@ export const registerServe: CommandGroup = (program, cli) => {
         "With --json: one line {platform_url, grpc_url, sample_url, gateway_url?, gateway_admin_url?[, credentials]} once listening.",
     )
     .action(async () => {
-      const [{ createApp }, { loadConfig }, { startEmbeddedGateway }] = await Promise.all([
+      const [{ createApp }, { loadConfig }, { startEmbeddedGateway }, { createTracing }] = await Promise.all([
         import("../../app.js"),
         import("../../config.js"),
         import("../../gateway/embedded-gateway.js"),
+        import("../../tracing/create-tracing.js"),
       ]);
-      const app = await createApp({ config: loadConfig() });
+      const config = loadConfig();
+      // The platform's RPC spans; the embedded gateway has its own, as "gatehouse-gateway" (docs/gateway.md, "Tracing").
+      const tracing = await createTracing(config.tracing, "gatehouse");
+      let app: Awaited<ReturnType<typeof createApp>>;
+      try {
+        app = await createApp({ config, traceRpc: tracing.rpc });
+      } catch (error) {
+        await tracing.shutdown();
+        throw error;
+      }
       let gateway: Awaited<ReturnType<typeof startEmbeddedGateway>>;
       try {
         const credentials = await app.initialize();
@@ -58,6 +68,7 @@ export const registerServe: CommandGroup = (program, cli) => {
       } finally {
         await gateway?.close();
         await app.close();
+        await tracing.shutdown();
       }
     });
   examples(serve, ["gatehouse serve", "PORT=9000 PUBLIC_URL=https://auth.example.com gatehouse serve", "gatehouse serve --json"]);
