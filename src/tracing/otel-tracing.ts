@@ -69,42 +69,30 @@ function parentOf(headers: IncomingHttpHeaders): Context {
 }
 
 /** Methods the HTTP conventions name; any other is `_OTHER`, with the method in `http.request.method_original`. */
-const knownMethods: ReadonlySet<string> = new Set([
-  "CONNECT",
-  "DELETE",
-  "GET",
-  "HEAD",
-  "OPTIONS",
-  "PATCH",
-  "POST",
-  "PUT",
-  "TRACE",
-  "QUERY",
-]);
+const knownMethods: ReadonlyMap<string, Attributes> = new Map(
+  ["CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "TRACE", "QUERY"].map((method) => [
+    method,
+    Object.freeze({ "http.request.method": method }),
+  ]),
+);
 
+/** A span's method attributes: for a known method, one object made once (the SDK copies what it is given). */
 function methodAttributes(method: string): Attributes {
-  return knownMethods.has(method)
-    ? { "http.request.method": method }
-    : { "http.request.method": "_OTHER", "http.request.method_original": method };
+  return knownMethods.get(method) ?? { "http.request.method": "_OTHER", "http.request.method_original": method };
 }
 
 /**
- * A target's attributes from its URL as configured (which holds no
- * credentials, query or fragment: docs/gateway.md): its host and port, and
- * the URL without anything of the request. The request's own path and
- * query are never recorded (`url.full` is left out): they can carry tokens.
+ * A target's attributes: its host and port, from its URL as configured
+ * (which holds no credentials, query or fragment: docs/gateway.md). The
+ * request's own path and query are never recorded (`url.full` is left out):
+ * they can carry tokens. Few attributes on purpose: each one is encoded in
+ * every export, and spans are made per request.
  */
 function targetAttributes(target: string): Attributes {
   try {
     const url = new URL(target);
-    const secure = url.protocol === "https:";
     const address = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
-    return {
-      "server.address": address,
-      "server.port": url.port === "" ? (secure ? 443 : 80) : Number(url.port),
-      "url.scheme": secure ? "https" : "http",
-      "gatehouse.gateway.target": `${url.origin}${url.pathname === "/" ? "" : url.pathname}`,
-    };
+    return { "server.address": address, "server.port": url.port === "" ? (url.protocol === "https:" ? 443 : 80) : Number(url.port) };
   } catch {
     return {};
   }
@@ -132,6 +120,9 @@ function createGatewaySpans(tracer: Tracer): GatewayTracer {
 }
 
 class ServerSpan implements RequestSpan {
+  /** The parent of this request's client spans, made on the first try. */
+  private context: Context | undefined = undefined;
+
   constructor(
     private readonly tracer: Tracer,
     private readonly span: Span,
@@ -153,7 +144,8 @@ class ServerSpan implements RequestSpan {
     const attributes: Attributes = { ...methodAttributes(this.method), ...this.targetAttributes(target) };
     // The conventions count resends: the first try is not one.
     if (attempt > 1) attributes["http.request.resend_count"] = attempt - 1;
-    const span = this.tracer.startSpan(this.method, { kind: SpanKind.CLIENT, attributes }, trace.setSpan(ROOT_CONTEXT, this.span));
+    this.context ??= trace.setSpan(ROOT_CONTEXT, this.span);
+    const span = this.tracer.startSpan(this.method, { kind: SpanKind.CLIENT, attributes }, this.context);
     return new ClientSpan(span);
   }
 

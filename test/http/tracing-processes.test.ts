@@ -249,8 +249,6 @@ describeOnce("a gateway exporting spans (gatehouse gateway, OTLP/protobuf)", () 
         "http.request.method": "GET",
         "server.address": "127.0.0.1",
         "server.port": Number(new URL(echo.url).port),
-        "url.scheme": "http",
-        "gatehouse.gateway.target": echo.url,
         "http.response.status_code": 200,
       },
     });
