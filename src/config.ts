@@ -3,7 +3,6 @@ import { DomainError } from "./domain/errors.js";
 import { defaultSignInLimits, type SignInLimits } from "./domain/identity/sign-in-limits.js";
 import { readGatewayEnvironment, type GatewayEnvironment } from "./gateway/gateway-settings.js";
 import { parseTrustedProxies, type TrustedProxies } from "./server/client-address.js";
-import { readTracingSettings, type TracingSettings } from "./tracing/tracing-settings.js";
 
 /** Everything Gatehouse reads from its environment, validated once at start. */
 export interface Config {
@@ -48,8 +47,6 @@ export interface Config {
   trustedProxies: TrustedProxies;
   /** Bounds on the work anyone can cause before authenticating (password hashing, sign-in attempts). */
   signIn: SignInLimits;
-  /** Spans exported over OTLP (the OpenTelemetry variables, docs/gateway.md "Tracing"); undefined: none exported. */
-  tracing: TracingSettings | undefined;
 }
 
 /**
@@ -160,7 +157,6 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       });
     }
   });
-  const tracing = readTracingSettings(env, problems);
   if (problems.length > 0) {
     throw new DomainError("invalid_argument", "invalid_configuration", "invalid configuration", problems);
   }
@@ -182,7 +178,6 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     gateway,
     trustedProxies: trusted.proxies,
     signIn,
-    tracing,
   };
 }
 

@@ -1,11 +1,12 @@
 import type { Config } from "../config.js";
 import type { GatewayCredentials } from "../domain/gateway/gateway-credentials.js";
 import type { Logger } from "../server/logger.js";
+import type { TracingSettings } from "../tracing/tracing-settings.js";
 import { startGateway, type RunningGateway } from "./start-gateway.js";
 
 /** What the embedded gateway needs of the platform beside it: its settings, a logger, and gateway keys. */
 export interface EmbeddedGatewayDeps {
-  config: Pick<Config, "host" | "dataDir" | "gateway" | "transport" | "tracing">;
+  config: Pick<Config, "host" | "dataDir" | "gateway" | "transport">;
   logger: Logger;
   gatewayCredentials: Pick<GatewayCredentials, "listGatewayKeys" | "revokeGatewayKey" | "createGatewayKey">;
   /** The organisation it serves: the one created first. */
@@ -23,7 +24,12 @@ export const embeddedGatewayKeyName = "embedded gateway (gatehouse serve)";
  * stored only hashed, so each start makes a fresh one and revokes the one
  * the previous start made. Undefined when it is off or there is no organisation yet.
  */
-export async function startEmbeddedGateway(deps: EmbeddedGatewayDeps, platformUrl: string): Promise<RunningGateway | undefined> {
+export async function startEmbeddedGateway(
+  deps: EmbeddedGatewayDeps,
+  platformUrl: string,
+  /** Spans exported over OTLP, as the platform's (docs/gateway.md, "Tracing"); undefined: W3C Trace Context only. */
+  tracing?: TracingSettings,
+): Promise<RunningGateway | undefined> {
   const { config } = deps;
   if (config.gateway.port === "off") return undefined;
   const organizationId = await deps.firstOrganizationId();
@@ -48,7 +54,7 @@ export async function startEmbeddedGateway(deps: EmbeddedGatewayDeps, platformUr
       sharedDescriptors: config.transport.maxConnections,
       redis: config.gateway.environment.redis,
       adminHost: config.gateway.environment.adminHost,
-      tracing: config.tracing,
+      tracing,
     },
     deps.logger,
   );

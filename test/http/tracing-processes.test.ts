@@ -552,3 +552,21 @@ describeOnce("a gateway without the OpenTelemetry variables", () => {
     expect(sdkModules(loaded("exporting"))).not.toContain("@opentelemetry/exporter-trace-otlp-http");
   });
 });
+
+describeOnce("the variables are checked at start", () => {
+  const misconfigured = { OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:4317", OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" };
+
+  test("an OTLP protocol other than http/protobuf or http/json stops gatehouse gateway and gatehouse serve, naming the variable", () => {
+    const gateway = runCli(["gateway"], { ...cliEnv(), ...misconfigured, GATEHOUSE_GATEWAY_KEY: "gw_unused", GATEWAY_PORT: "0" });
+    expect(gateway.status).toBe(1);
+    expect(gateway.stderr).toContain("OTEL_EXPORTER_OTLP_PROTOCOL");
+    const served = runCli(["serve"], { ...cliEnv(), ...misconfigured, PORT: "0", GRPC_PORT: "0", SAMPLE_PORT: "0", GATEWAY_PORT: "off" });
+    expect(served.status).not.toBe(0);
+    expect(served.stderr).toContain("OTEL_EXPORTER_OTLP_PROTOCOL");
+  });
+
+  test("operator commands export nothing and run whatever the variables say", () => {
+    const listed = runCli(["keys", "list", "--org", org, "--json"], { ...cliEnv(), ...misconfigured });
+    expect(listed.status).toBe(0);
+  });
+});
