@@ -48,6 +48,7 @@ import { createPipeline } from "./server/pipeline.js";
 import { createProcedures, type ServiceEntry } from "./server/procedures.js";
 import { createChangeFeed } from "./storage/change-feed.js";
 import { openDatabase, type Database } from "./storage/database.js";
+import type { RpcTracer } from "./tracing/create-tracing.js";
 import { createGatewayStore } from "./storage/gateway-store.js";
 import { createMasterKeyStore } from "./storage/master-key-store.js";
 import { createTenancyStore } from "./storage/tenancy-store.js";
@@ -62,6 +63,8 @@ export interface AppOptions {
   interceptors?: Interceptor[];
   /** SQLite: how long a write waits for another process's write lock (an operator command's is longer than the server's). */
   databaseLockWaitMs?: number;
+  /** A server span per RPC call (`gatehouse serve` with the OpenTelemetry variables: src/tracing/); default none. */
+  traceRpc?: RpcTracer | undefined;
 }
 
 export interface Listening {
@@ -183,7 +186,7 @@ export async function createApp(options: AppOptions): Promise<App> {
   const procedures = createProcedures(services, interceptors);
   const readMaxBytes = config.limits.configBody + 64 * 1024;
   const metrics = createMetrics();
-  const observability = createObservability({ metrics, logRpc: loggers.rpc, logRequest: loggers.request });
+  const observability = createObservability({ metrics, logRpc: loggers.rpc, logRequest: loggers.request, traceRpc: options.traceRpc });
   const pipeline = createPipeline({
     observe: (call) => observability.call(call),
     logError,

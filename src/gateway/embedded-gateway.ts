@@ -1,6 +1,7 @@
 import type { Config } from "../config.js";
 import type { GatewayCredentials } from "../domain/gateway/gateway-credentials.js";
 import type { Logger } from "../server/logger.js";
+import type { TracingSettings } from "../tracing/tracing-settings.js";
 import { tlsPortFor } from "./gateway-settings.js";
 import { startGateway, type RunningGateway } from "./start-gateway.js";
 
@@ -24,7 +25,12 @@ export const embeddedGatewayKeyName = "embedded gateway (gatehouse serve)";
  * stored only hashed, so each start makes a fresh one and revokes the one
  * the previous start made. Undefined when it is off or there is no organisation yet.
  */
-export async function startEmbeddedGateway(deps: EmbeddedGatewayDeps, platformUrl: string): Promise<RunningGateway | undefined> {
+export async function startEmbeddedGateway(
+  deps: EmbeddedGatewayDeps,
+  platformUrl: string,
+  /** Spans exported over OTLP, as the platform's (docs/gateway.md, "Tracing"); undefined: W3C Trace Context only. */
+  tracing?: TracingSettings,
+): Promise<RunningGateway | undefined> {
   const { config } = deps;
   if (config.gateway.port === "off") return undefined;
   const organizationId = await deps.firstOrganizationId();
@@ -50,6 +56,7 @@ export async function startEmbeddedGateway(deps: EmbeddedGatewayDeps, platformUr
       redis: config.gateway.environment.redis,
       adminHost: config.gateway.environment.adminHost,
       tlsPort: tlsPortFor(config.gateway.environment.tlsPort, config.gateway.port),
+      tracing,
     },
     deps.logger,
   );

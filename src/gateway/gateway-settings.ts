@@ -1,5 +1,5 @@
 import { parseTrustedProxies, type TrustedProxies } from "../server/client-address.js";
-import { defaultEdgeLimits, type EdgeLimits } from "./proxy/edge-server.js";
+import { defaultEdgeLimits, type EdgeLimits } from "./proxy/edge-limits.js";
 
 /** The settings every gateway reads from its environment, embedded or standalone (docs/gateway.md, "Limits"). */
 export interface GatewayEnvironment {

@@ -14,7 +14,8 @@ import { noTracer, type GatewayTracer } from "./gateway-tracer.js";
 import { createClusterRateStore } from "./rate-limit/redis-store.js";
 import { createHealthRegistry } from "./upstreams/health-registry.js";
 import { certificateFor } from "./certificates.js";
-import { connectionBudget, createEdgeServer, defaultEdgeLimits, openFileLimit, type EdgeLimits } from "./proxy/edge-server.js";
+import { defaultEdgeLimits, type EdgeLimits } from "./proxy/edge-limits.js";
+import { connectionBudget, createEdgeServer, openFileLimit } from "./proxy/edge-server.js";
 import { createHttp2Sessions } from "./proxy/grpc.js";
 import { createAdmission, createHttp2Server, createPlainListener, createTlsListener } from "./proxy/listeners.js";
 

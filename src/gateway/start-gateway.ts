@@ -5,7 +5,9 @@ import type { TrustedProxies } from "../server/client-address.js";
 import type { Logger } from "../server/logger.js";
 import { createFollower, type Follower } from "./follower/follower.js";
 import { createGateway, type GatewayAddresses } from "./gateway.js";
-import type { EdgeLimits } from "./proxy/edge-server.js";
+import type { EdgeLimits } from "./proxy/edge-limits.js";
+import { createTracing } from "../tracing/create-tracing.js";
+import type { TracingSettings } from "../tracing/tracing-settings.js";
 
 /** What a running gateway needs to know (CONTRACT.md "Gateway (data plane)": addresses and settings). */
 export interface GatewaySettings {
@@ -35,6 +37,8 @@ export interface GatewaySettings {
   adminHost?: string | undefined;
   /** Cluster-wide rate limits in Redis (GATEWAY_REDIS_URL). */
   redis?: { url: string; timeoutMs: number } | undefined;
+  /** Spans exported over OTLP (the OpenTelemetry variables); undefined: W3C Trace Context only (docs/gateway.md, "Tracing"). */
+  tracing?: TracingSettings | undefined;
 }
 
 export interface RunningGateway {
@@ -69,6 +73,7 @@ export async function startGateway(settings: GatewaySettings, logger: Logger): P
       'GATEWAY_ID must be 1 to 128 letters, digits, ".", "_", ":" or "-", starting with a letter or digit (e.g. the host name)',
     );
   }
+  const tracing = await createTracing(settings.tracing, "gatehouse-gateway");
   // The follower is made after the gateway it feeds; /metrics is scraped only once both exist.
   let follower: Follower | undefined;
   const gateway = createGateway({
@@ -83,6 +88,7 @@ export async function startGateway(settings: GatewaySettings, logger: Logger): P
     ...(settings.redis !== undefined ? { redis: settings.redis } : {}),
     ...(settings.adminHost !== undefined ? { adminHost: settings.adminHost } : {}),
     ...(settings.tlsPort !== undefined ? { tlsPort: settings.tlsPort } : {}),
+    tracer: tracing.gateway,
     logger,
   });
   follower = createFollower({
@@ -103,11 +109,17 @@ export async function startGateway(settings: GatewaySettings, logger: Logger): P
       }
     },
   });
-  const addresses = await gateway.listen();
+  let addresses: GatewayAddresses;
   try {
-    await follower.start();
+    addresses = await gateway.listen();
+    try {
+      await follower.start();
+    } catch (error) {
+      await gateway.close();
+      throw error;
+    }
   } catch (error) {
-    await gateway.close();
+    await tracing.shutdown();
     throw error;
   }
   const following = follower;
@@ -117,6 +129,8 @@ export async function startGateway(settings: GatewaySettings, logger: Logger): P
     async close() {
       await following.close();
       await gateway.close();
+      // The spans of the last requests leave before the process does.
+      await tracing.shutdown();
     },
   };
 }

@@ -9,6 +9,8 @@ export interface ObservabilityDeps {
   metrics: Metrics;
   logRpc: RpcLog;
   logRequest: RequestLog;
+  /** A span per call when spans are exported (src/tracing/, docs/gateway.md "Tracing"); undefined: none. */
+  traceRpc?: ((call: Call) => void) | undefined;
 }
 
 /** Per procedure and protocol, the sample of each outcome code (index 0: ok). */
@@ -18,7 +20,8 @@ type OutcomeSamples = Record<Protocol, (Sample | undefined)[]>;
  * Counting and logging, written once: every RPC call on every door is one
  * metric sample and one log line with its request id (CONTRACT.md
  * "Observability"); every other answer of the platform port is one HTTP
- * sample and one log line.
+ * sample and one log line. With spans exported, each call is one server
+ * span too (docs/gateway.md, "Tracing").
  */
 export function createObservability(deps: ObservabilityDeps) {
   const samples = new WeakMap<Procedure, OutcomeSamples>();
@@ -53,6 +56,7 @@ export function createObservability(deps: ObservabilityDeps) {
         codeName(call.code),
         Math.round(seconds * 1e4) / 10,
       );
+      deps.traceRpc?.(call);
     },
 
     /**

@@ -32,6 +32,9 @@ export const registerGateway: CommandGroup = (program, cli) => {
         "                         how long a cluster check may take before the gateway counts for itself (default 50)\n" +
         "  TRUSTED_PROXIES        proxies in front of the gateway whose X-Forwarded-*, Forwarded and X-Real-IP\n" +
         "                         are passed on (comma-separated addresses or CIDR blocks; default none)\n" +
+        "  OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL\n" +
+        "                         (http/protobuf or http/json), OTEL_SERVICE_NAME (default gatehouse-gateway)\n" +
+        "                         export spans over OTLP (docs/gateway.md, Tracing); W3C traceparent is passed on always\n" +
         "The gateway opens no database: it learns the organisation, the session issuer and keys, the\n" +
         "configuration, consumers, revocations and referenced secrets from the control plane.\n" +
         "With --json: one line {gateway_url, gateway_admin_url} once listening.",
@@ -45,19 +48,26 @@ export const registerGateway: CommandGroup = (program, cli) => {
           "set GATEHOUSE_GATEWAY_KEY to a gateway key (gatehouse keys create --org <id> --kind gateway --name <name>)",
         );
       }
-      const [{ startGateway, defaultGatewayId }, { readGatewayEnvironment, tlsPortFor }, { createLoggers }, { resolve }] =
-        await Promise.all([
-          import("../../gateway/start-gateway.js"),
-          import("../../gateway/gateway-settings.js"),
-          import("../../server/logger.js"),
-          import("node:path"),
-        ]);
+      const [
+        { startGateway, defaultGatewayId },
+        { readGatewayEnvironment, tlsPortFor },
+        { readTracingSettings },
+        { createLoggers },
+        { resolve },
+      ] = await Promise.all([
+        import("../../gateway/start-gateway.js"),
+        import("../../gateway/gateway-settings.js"),
+        import("../../tracing/tracing-settings.js"),
+        import("../../server/logger.js"),
+        import("node:path"),
+      ]);
       const port = readPort(env.GATEWAY_PORT, "GATEWAY_PORT", 8000);
       const adminPort = env.GATEWAY_ADMIN_PORT?.trim() ? readPort(env.GATEWAY_ADMIN_PORT, "GATEWAY_ADMIN_PORT", 8001) : undefined;
       const dataDir = resolve(env.GATEHOUSE_DATA_DIR?.trim() || "data");
       const upstreamTimeoutMs = readInteger(env.GATEWAY_UPSTREAM_TIMEOUT_MS, "GATEWAY_UPSTREAM_TIMEOUT_MS", 100, 600_000);
       const problems: { field: string; description: string }[] = [];
       const { limits, trustedProxies, redis, adminHost, tlsPort } = readGatewayEnvironment(env, problems);
+      const tracing = readTracingSettings(env, problems);
       const [problem] = problems;
       if (problem !== undefined) throw new CliError("invalid_configuration", `${problem.field} ${problem.description}`);
       const loggers = createLoggers(env.LOG_LEVEL?.trim() || "info");
@@ -76,6 +86,7 @@ export const registerGateway: CommandGroup = (program, cli) => {
           redis,
           adminHost,
           tlsPort: tlsPortFor(tlsPort, port),
+          tracing,
         },
         loggers.app,
       );

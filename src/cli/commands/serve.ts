@@ -17,19 +17,41 @@ export const registerServe: CommandGroup = (program, cli) => {
         "With --json: one line {platform_url, grpc_url, sample_url, gateway_url?, gateway_admin_url?, gateway_tls_url?[, credentials]} once listening.",
     )
     .action(async () => {
-      const [{ createApp }, { loadConfig }, { startEmbeddedGateway }] = await Promise.all([
-        import("../../app.js"),
-        import("../../config.js"),
-        import("../../gateway/embedded-gateway.js"),
-      ]);
-      const app = await createApp({ config: loadConfig() });
+      const [{ createApp }, { loadConfig }, { startEmbeddedGateway }, { createTracing }, { readTracingSettings }, { DomainError }] =
+        await Promise.all([
+          import("../../app.js"),
+          import("../../config.js"),
+          import("../../gateway/embedded-gateway.js"),
+          import("../../tracing/create-tracing.js"),
+          import("../../tracing/tracing-settings.js"),
+          import("../../domain/errors.js"),
+        ]);
+      const config = loadConfig();
+      // Read here, not with the rest of the configuration: operator commands export nothing, and an
+      // OTEL_* variable meant for another program must not stop them.
+      const problems: { field: string; description: string }[] = [];
+      const tracingSettings = readTracingSettings(process.env, problems);
+      const [problem] = problems;
+      if (problem !== undefined) {
+        const message = problems.length === 1 ? `${problem.field} ${problem.description}` : "invalid configuration";
+        throw new DomainError("invalid_argument", "invalid_configuration", message, problems);
+      }
+      // The platform's RPC spans; the embedded gateway has its own, as "gatehouse-gateway" (docs/gateway.md, "Tracing").
+      const tracing = await createTracing(tracingSettings, "gatehouse");
+      let app: Awaited<ReturnType<typeof createApp>>;
+      try {
+        app = await createApp({ config, traceRpc: tracing.rpc });
+      } catch (error) {
+        await tracing.shutdown();
+        throw error;
+      }
       let gateway: Awaited<ReturnType<typeof startEmbeddedGateway>>;
       try {
         const credentials = await app.initialize();
         // The first credentials come first, before any request can be served and logged.
         if (credentials && !cli.out.json) cli.out.write(formatCredentials(credentials));
         const listening = await app.listen();
-        gateway = await startEmbeddedGateway(app, listening.url);
+        gateway = await startEmbeddedGateway(app, listening.url, tracingSettings);
         app.logger.info({ ...listening }, "gatehouse listening");
         if (cli.out.json) {
           cli.out.write(
@@ -60,6 +82,7 @@ export const registerServe: CommandGroup = (program, cli) => {
       } finally {
         await gateway?.close();
         await app.close();
+        await tracing.shutdown();
       }
     });
   examples(serve, ["gatehouse serve", "PORT=9000 PUBLIC_URL=https://auth.example.com gatehouse serve", "gatehouse serve --json"]);

@@ -10,7 +10,7 @@ import { createServer as createTcpServer, type Server as TcpServer, type Socket 
 import { Duplex } from "node:stream";
 import { createServer as createTlsServer, type SecureContext, type Server as TlsServer, type TLSSocket } from "node:tls";
 import { clientBucketOf } from "../../server/client-address.js";
-import type { EdgeLimits } from "./edge-server.js";
+import type { EdgeLimits } from "./edge-limits.js";
 
 /**
  * The gateway's listening sockets (docs/gateway.md, "TLS, HTTP/2 and gRPC"):
