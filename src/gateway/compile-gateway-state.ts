@@ -287,7 +287,7 @@ function compileRouting(state: GatewayState, options: CompileOptions): CompiledR
     routes,
     pools: [...pools.values()],
     carried,
-    certificates: compileCertificates(domains, state.secrets, warn),
+    certificates: compileCertificates(domains, state.secrets, warn, options.previous?.routing.certificates),
     redirects: domains.some((domain) => domain.redirect_http === true)
       ? new Map(domains.map((domain) => [domain.name, domain.redirect_http === true]))
       : new Map(),

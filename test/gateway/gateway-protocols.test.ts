@@ -319,21 +319,34 @@ describe("TLS termination", () => {
     expect(text).not.toContain('domain="plain.test"');
   });
 
-  test("a key that does not match its certificate makes no context: the gateway keeps serving other names and says why without the PEM", async () => {
+  test("a rotation written one secret at a time: while the certificate and key do not match, the domain keeps its previous certificate", async () => {
+    const halfway = secretsWith(api);
+    halfway.set("production/API_CERT", rotated.cert); // the new chain is written, the key not yet
+    gw.gateway.apply(stateFromYaml(documentFor(echo.url), { revision: revision++, secrets: halfway }));
+    expect(await handshake("api.example.com")).toMatchObject({ ok: true, fingerprint: api.fingerprint256 });
+    expect(gw.logs.find((line) => line.domain === "api.example.com" && String(line.msg).includes("previous certificate"))).toBeDefined();
+    gw.gateway.apply(stateFromYaml(documentFor(echo.url), { revision: revision++, secrets: secretsWith(rotated) }));
+    expect(await handshake("api.example.com")).toMatchObject({ ok: true, fingerprint: rotated.fingerprint256 });
+    expect(gw.rawLogs.join("\n")).not.toContain("PRIVATE KEY");
+    expect(gw.rawLogs.join("\n")).not.toContain("BEGIN CERTIFICATE");
+  });
+
+  test("a gateway that starts with a key that does not match its certificate has none for the domain, serves the others and says why without the PEM", async () => {
+    await gw.close();
     const secrets = secretsWith(api);
     secrets.set("production/API_KEY", wild.key);
-    gw.gateway.apply(stateFromYaml(documentFor(echo.url), { revision: revision++, secrets }));
+    gw = await startTestGateway({ tlsPort: 0 }, stateFromYaml(documentFor(echo.url), { revision: revision++, secrets }));
     expect((await handshake("api.example.com")).ok).toBe(false);
     expect(await handshake("exact.wild.test")).toMatchObject({ ok: true, fingerprint: exactWild.fingerprint256 });
-    const warning = gw.logs.find((line) => line.domain === "api.example.com");
-    expect(warning).toBeDefined();
+    expect(gw.logs.find((line) => line.domain === "api.example.com")).toMatchObject({ reason: expect.any(String) });
     expect(gw.rawLogs.join("\n")).not.toContain("PRIVATE KEY");
   });
 
-  test("when an exact domain's certificate is unusable, a wildcard domain that covers the name serves it (never no answer at all)", async () => {
+  test("when an exact domain has no usable certificate, a wildcard domain that covers the name serves it (never no answer at all)", async () => {
+    await gw.close();
     const secrets = secretsWith(api);
     secrets.set("production/EXACT_KEY", api.key);
-    gw.gateway.apply(stateFromYaml(documentFor(echo.url), { revision: revision++, secrets }));
+    gw = await startTestGateway({ tlsPort: 0 }, stateFromYaml(documentFor(echo.url), { revision: revision++, secrets }));
     expect(await handshake("exact.wild.test")).toMatchObject({ ok: true, fingerprint: wild.fingerprint256 });
   });
 });
