@@ -1,7 +1,7 @@
 import { constants, createDecipheriv, generateKeyPair, privateDecrypt, type KeyObject } from "node:crypto";
 import { promisify } from "node:util";
 
-/** A resolved secret: its version and value (held in memory only); null when the value cannot go into a header. */
+/** A resolved secret: its version and value (held in memory only); null when the control plane sent none. */
 export interface ResolvedSecret {
   environment: string;
   name: string;
@@ -24,7 +24,6 @@ const oaep = { padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: "sha256" } a
  * spaces and tabs (RFC 9110 section 5.5, the same rule the configuration's
  * own header values follow). A line break would let a secret inject headers.
  */
-const headerSafe = /^[\t\x20-\x7e]*$/;
 
 /**
  * The gateway's side of RetrieveSecrets: an RSA key pair of its own, made at
@@ -34,15 +33,14 @@ const headerSafe = /^[\t\x20-\x7e]*$/;
 export interface SecretResolver {
   readonly publicKeyPem: string;
   /**
-   * Retrieves the named secrets of one environment. A value that could not be
-   * used in a header comes back as null (and is reported by name to `onUnusable`).
+   * Retrieves the named secrets of one environment. Values come back as they
+   * are: whoever uses one judges it (request-headers refuses a value with a
+   * line break, which a certificate's PEM has).
    */
   resolve(retrieve: Retrieve, environment: string, names: readonly string[]): Promise<ResolvedSecret[]>;
 }
 
-export async function createSecretResolver(
-  options: { modulusLength?: number; onUnusable?: (secret: { environment: string; name: string }) => void } = {},
-): Promise<SecretResolver> {
+export async function createSecretResolver(options: { modulusLength?: number } = {}): Promise<SecretResolver> {
   // RSA-3072: 128-bit security (NIST SP 800-57), and generated in well under a second.
   const { publicKey, privateKey } = await generate("rsa", { modulusLength: options.modulusLength ?? 3072 });
   const publicKeyPem = publicKey.export({ type: "spki", format: "pem" }).toString();
@@ -51,12 +49,7 @@ export async function createSecretResolver(
     async resolve(retrieve, environment, names) {
       if (names.length === 0) return [];
       const answer = await retrieve({ environment, names, publicKeyPem });
-      const payload = openRetrieval(privateKey, answer);
-      return payload.map((secret) => {
-        if (secret.value !== null && headerSafe.test(secret.value)) return secret;
-        options.onUnusable?.({ environment: secret.environment, name: secret.name });
-        return { ...secret, value: null };
-      });
+      return openRetrieval(privateKey, answer);
     },
   };
 }

@@ -158,10 +158,10 @@ describe("the states the follower hands the data plane", () => {
     await secrets.put("UPSTREAM_TOKEN", "production", "rotated-secret-value");
     await f.waitFor((s) => s.secrets.get("production/UPSTREAM_TOKEN") === "rotated-secret-value", 5_000, "the rotated secret");
 
-    // A value that cannot go into a header (a line break would inject headers) is not used: its routes answer 503.
+    // A value with line breaks is held as it is (a certificate's PEM has them); the request-headers plugin that would put
+    // it in a header refuses it, and its routes answer 503 (test/gateway/gateway-plugins.test.ts).
     await secrets.put("UPSTREAM_TOKEN", "production", "bad\r\nx-injected: 1");
-    await f.waitFor((s) => !s.secrets.has("production/UPSTREAM_TOKEN"), 5_000, "the unusable secret dropped");
-    expect(f.follower.status().unresolvedSecrets).toEqual(["production/UPSTREAM_TOKEN"]);
+    await f.waitFor((s) => s.secrets.get("production/UPSTREAM_TOKEN") === "bad\r\nx-injected: 1", 5_000, "the value with line breaks");
     await secrets.put("UPSTREAM_TOKEN", "production", "good-again");
     await f.waitFor((s) => s.secrets.get("production/UPSTREAM_TOKEN") === "good-again", 5_000, "the secret usable again");
   });

@@ -355,11 +355,7 @@ export function createFollower(options: FollowerOptions): Follower {
   return {
     async start() {
       if (running) return;
-      const resolver = await createSecretResolver({
-        ...(options.rsaModulusLength ? { modulusLength: options.rsaModulusLength } : {}),
-        onUnusable: (secret) =>
-          logger.error(secret, "a referenced secret cannot go into a header (line breaks or non-ASCII characters); its routes answer 503"),
-      });
+      const resolver = await createSecretResolver(options.rsaModulusLength ? { modulusLength: options.rsaModulusLength } : {});
       secretValues = createSecretValues({ resolver, warn: (object, message) => logger.warn(object, message) });
       await loadCache();
       running = run().catch((error: unknown) => {

@@ -27,7 +27,7 @@ export interface Knowledge {
   secrets: Map<string, ReferencedVersion>;
 }
 
-/** Values of referenced secrets by `<environment>/<name>`; null: that version cannot go into a header. */
+/** Values of referenced secrets by `<environment>/<name>`; null: the control plane sent none for that version. */
 export type SecretValues = ReadonlyMap<string, { version: number; value: string | null }>;
 
 type SnapshotEvent = Extract<WatchGatewayResponse["event"], { case: "snapshot" }>["value"];
