@@ -77,7 +77,8 @@ describe("the CLI loads only what a command uses", () => {
     expect(files).toContain("dist/src/storage/database.js");
     // The configuration reads TRUSTED_PROXIES with the server's parser (server/client-address.js) and the gateway's settings
     // with their own reader (gateway-settings.js, edge-limits.js: plain data); nothing else of the server or the gateway loads.
-    const server = /^dist\/(gen\/|src\/(app|server\/(?!client-address)|handlers|dashboard|rest|gateway\/(?!gateway-settings\.js|proxy\/edge-limits\.js))\b)/;
+    const server =
+      /^dist\/(gen\/|src\/(app|server\/(?!client-address)|handlers|dashboard|rest|gateway\/(?!gateway-settings\.js|proxy\/edge-limits\.js))\b)/;
     expect(files.filter((path) => server.test(path))).toEqual([]);
     for (const heavy of ["@connectrpc/connect", "@bufbuild/protobuf", "@simplewebauthn/server", "jose", "pino"]) {
       expect(packages).not.toContain(heavy);
