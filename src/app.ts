@@ -9,26 +9,38 @@ import { DashboardService } from "../gen/svc/v1/dashboard_pb.js";
 import { GatewayService } from "../gen/svc/v1/gateway_pb.js";
 import { IdentityService } from "../gen/svc/v1/identity_pb.js";
 import { SecretsService } from "../gen/svc/v1/secrets_pb.js";
-import type { AppDeps } from "./app-deps.js";
+import { WebhooksService } from "../gen/svc/v1/webhooks_pb.js";
+import { gatewayWatchOf, gatewayCredentialsOf, gatewaySecretScopeOf } from "./composition/gateway.js";
+import { configManagerOf } from "./composition/config.js";
+import { dashboardDirectoryOf, dashboardOf } from "./composition/dashboard.js";
+import { identityOf } from "./composition/identity.js";
+import { checkPlatformMasterKeys } from "./composition/master-key.js";
+import { passkeysOf } from "./composition/passkeys.js";
+import { createPlatform, type Platform } from "./composition/platform.js";
+import { secretsOf } from "./composition/secrets.js";
+import { organizationSettingsOf } from "./composition/settings.js";
+import { tenancyOf } from "./composition/tenancy.js";
+import { deliveryWorkerOf, webhooksOf, type DeliveryWorkerOptions } from "./composition/webhooks.js";
 import type { Config } from "./config.js";
 import type { GatewayCredentials } from "./domain/gateway/gateway-credentials.js";
 import { loadMasterKeyring } from "./crypto/master-keys.js";
 import { systemRandom, type RandomSource } from "./crypto/tokens.js";
-import { createDashboard } from "./dashboard/create-dashboard.js";
 import { systemClock, type Clock } from "./domain/clock.js";
 import { DomainError } from "./domain/errors.js";
-import { checkMasterKeys } from "./domain/master-key/check-master-keys.js";
 import type { Identity } from "./domain/identity/identity.js";
 import { createPasswordHasher } from "./domain/identity/password-hasher.js";
-import { createTenancy, type InitialCredentials } from "./domain/tenancy/tenancy.js";
+import type { Tenancy, InitialCredentials } from "./domain/tenancy/tenancy.js";
+import type { DeliveryWorker } from "./domain/webhooks/delivery-worker.js";
+import type { Webhooks } from "./domain/webhooks/webhooks.js";
 import { createConfigService } from "./handlers/config-service.js";
 import { createDashboardService } from "./handlers/dashboard-service.js";
-import { createGatewayService, gatewayCredentialsFor } from "./handlers/gateway-service.js";
+import { createGatewayService } from "./handlers/gateway-service.js";
 import { createHealthService } from "./handlers/health-service.js";
-import { createIdentityService, createJwksRoute, identityFor, sessionsFor } from "./handlers/identity-service.js";
+import { createIdentityService, createJwksRoute } from "./handlers/identity-service.js";
 import { createReflectionServices } from "./handlers/reflection-service.js";
 import { createSdkRoutes } from "./handlers/sdk-routes.js";
 import { createSecretsService } from "./handlers/secrets-service.js";
+import { createWebhooksService } from "./handlers/webhooks-service.js";
 import { acceptsPublishableKey, createAuthenticator, createAuthInterceptor } from "./interceptors/auth.js";
 import { createCredentialCache } from "./interceptors/credential-cache.js";
 import { createErrorInterceptor, type ErrorLogger } from "./interceptors/errors.js";
@@ -46,11 +58,10 @@ import { createMetrics } from "./server/metrics.js";
 import { createObservability } from "./server/observability.js";
 import { createPipeline } from "./server/pipeline.js";
 import { createProcedures, type ServiceEntry } from "./server/procedures.js";
-import { createChangeFeed } from "./storage/change-feed.js";
 import { openDatabase, type Database } from "./storage/database.js";
 import type { RpcTracer } from "./tracing/create-tracing.js";
 import { createGatewayStore } from "./storage/gateway-store.js";
-import { createMasterKeyStore } from "./storage/master-key-store.js";
+import { createPlantStore } from "./storage/plant-store.js";
 import { createTenancyStore } from "./storage/tenancy-store.js";
 
 export interface AppOptions {
@@ -65,6 +76,8 @@ export interface AppOptions {
   databaseLockWaitMs?: number;
   /** A server span per RPC call (`gatehouse serve` with the OpenTelemetry variables: src/tracing/); default none. */
   traceRpc?: RpcTracer | undefined;
+  /** The delivery worker's seams (tests: a sender, timers, jitter, lease and concurrency). */
+  webhooks?: DeliveryWorkerOptions;
 }
 
 export interface Listening {
@@ -83,7 +96,11 @@ export interface App {
   readonly services: readonly ServiceEntry[];
   /** Initialises an empty store; null when it already was (nothing is printed twice). */
   initialize(): Promise<InitialCredentials | null>;
-  tenancy: ReturnType<typeof createTenancy>;
+  tenancy: Tenancy;
+  /** Webhook endpoints and deliveries (WebhooksService, the dashboard). */
+  webhooks: Webhooks;
+  /** This instance's delivery worker (started by listen()). */
+  deliveryWorker: DeliveryWorker;
   /** Gateway keys, consumer keys and connected gateways (the operator side of the data plane). */
   gatewayCredentials: GatewayCredentials;
   /**
@@ -100,7 +117,7 @@ export interface App {
   close(): Promise<void>;
 }
 
-/** The composition root: storage, services, interceptors and servers. */
+/** The composition root: storage, services, interceptors and servers (the areas' parts: src/composition). */
 export async function createApp(options: AppOptions): Promise<App> {
   const { config } = options;
   const clock = options.clock ?? systemClock;
@@ -111,68 +128,86 @@ export async function createApp(options: AppOptions): Promise<App> {
   const database = await openDatabase(config.database, {
     ...(options.databaseLockWaitMs !== undefined ? { lockWaitMs: options.databaseLockWaitMs } : {}),
   });
-  try {
-    // A store holding keys wrapped under a master key this process lacks is refused here, at start, by id.
-    await checkMasterKeys({ store: createMasterKeyStore(database.client), keyring });
-  } catch (error) {
-    await database.close();
-    throw error;
-  }
-  const closers: (() => Promise<void> | void)[] = [];
-  const changeFeed = createChangeFeed({ database, config: config.database, logger });
-  closers.push(() => changeFeed.close());
-  const credentialCache = createCredentialCache({
-    clock,
-    feed: changeFeed,
-    ttlMs: config.credentialCacheMs,
-    maxEntries: 10_000,
-  });
-  closers.push(() => credentialCache.close());
-  const deps: AppDeps = {
+  let credentialCache: ReturnType<typeof createCredentialCache> | undefined;
+  const passwordHasher = createPasswordHasher({ admission: config.signIn });
+  const composed = createPlatform({
     config,
     database,
     clock,
     random,
-    keyring,
     logger,
-    passwordHasher: createPasswordHasher({ admission: config.signIn }),
-    changeFeed,
-    credentialsChanged: () => credentialCache.changed(),
-    onClose: (fn) => closers.push(fn),
-  };
+    serving: true,
+    keyring: () => keyring,
+    passwordHasher: () => passwordHasher,
+    credentialsChanged: async () => credentialCache?.changed(),
+  });
+  const platform: Platform = composed.platform;
+  try {
+    // A store holding keys wrapped under a master key this process lacks is refused here, at start, by id.
+    await checkPlatformMasterKeys(platform);
+  } catch (error) {
+    await database.close();
+    throw error;
+  }
+  credentialCache = createCredentialCache({
+    clock,
+    feed: platform.feed,
+    ttlMs: config.credentialCacheMs,
+    maxEntries: 10_000,
+  });
+  const cache = credentialCache;
+  platform.onClose(() => cache.close());
 
   const logError: ErrorLogger = (error, context) => logger.error({ err: error, procedure: context.procedure }, "request failed");
   const tenancyStore = createTenancyStore(database.client);
-  const dashboard = createDashboard(deps, { hasher: deps.passwordHasher });
+  const dashboard = dashboardOf(platform);
+  const identity = identityOf(platform);
   const authenticator = createAuthenticator({
     store: tenancyStore,
     gatewayKeys: createGatewayStore(database.client),
     clock,
     dashboard: dashboard.authenticate,
     cache: credentialCache,
-    sessionToken: (token) => sessionsFor(deps).verifySessionToken(token),
+    sessionToken: (token) => identity.sessions.verifySessionToken(token),
     onTouchError: (error) => logger.warn({ err: error }, "could not record key use"),
   });
-  const tenancy = createTenancy({
-    transaction: (fn) => database.transaction((tx) => fn(createTenancyStore(tx))),
-    clock,
-    random,
-    publicUrl: config.publicUrl,
-    credentialsChanged: deps.credentialsChanged,
-    sessionSigningKeys: { rotate: (organizationId) => sessionsFor(deps).rotateSigningKey(organizationId) },
-  });
+  const tenancy = tenancyOf(platform);
+  const gatewayCredentials = gatewayCredentialsOf(platform);
+  const webhooks = webhooksOf(platform);
+  const deliveryWorker = deliveryWorkerOf(platform, options.webhooks);
 
-  const configService = createConfigService(deps);
-  const secretsService = createSecretsService(deps);
+  const configService = createConfigService({ config: configManagerOf(platform) });
+  const secretsService = createSecretsService({ secrets: secretsOf(platform), gatewayScope: gatewaySecretScopeOf(platform) });
   const services: ServiceEntry[] = [
     { service: Health, impl: createHealthService({ pingDatabase: database.ping }) },
     { service: ConfigService, impl: configService },
     { service: SecretsService, impl: secretsService },
-    { service: IdentityService, impl: createIdentityService(deps) },
-    { service: GatewayService, impl: createGatewayService(deps) },
+    { service: IdentityService, impl: createIdentityService({ identity, passkeys: passkeysOf(platform) }) },
+    { service: WebhooksService, impl: createWebhooksService({ webhooks }) },
+    {
+      service: GatewayService,
+      impl: createGatewayService({
+        watch: gatewayWatchOf(platform, {
+          signingKeys: async (organizationId) => (await identity.sessions.publishedKeys(organizationId)).keys,
+        }),
+      }),
+    },
     {
       service: DashboardService,
-      impl: createDashboardService(deps, { dashboard, tenancy, config: configService, secrets: secretsService }),
+      impl: createDashboardService({
+        dashboard,
+        tenancy,
+        identity,
+        passkeys: passkeysOf(platform),
+        gateways: gatewayCredentials,
+        settings: organizationSettingsOf(platform),
+        directory: dashboardDirectoryOf(platform),
+        config: configService,
+        secrets: secretsService,
+        clock,
+        publicUrl: config.publicUrl,
+        credentialsChanged: () => platform.credentialsChanged(),
+      }),
     },
     ...dashboard.services,
   ];
@@ -202,7 +237,7 @@ export async function createApp(options: AppOptions): Promise<App> {
         res.end(body);
       },
     },
-    createJwksRoute(deps),
+    createJwksRoute(identity.sessions),
     createOpenApiRoute({ config, routes: restRoutes }),
     ...createSdkRoutes(),
     ...dashboard.routes,
@@ -230,9 +265,11 @@ export async function createApp(options: AppOptions): Promise<App> {
     logger,
     services,
     tenancy,
-    gatewayCredentials: gatewayCredentialsFor(deps),
-    identity: () => identityFor(deps),
-    credentialsChanged: deps.credentialsChanged,
+    webhooks,
+    deliveryWorker,
+    gatewayCredentials,
+    identity: () => identity,
+    credentialsChanged: () => platform.credentialsChanged(),
     async firstOrganizationId() {
       const [first] = await tenancyStore.listOrganizations();
       return first?.id;
@@ -274,19 +311,21 @@ export async function createApp(options: AppOptions): Promise<App> {
           clientAddress: (peer) => clientAddressOf(peer, undefined, config.trustedProxies),
         }),
       );
-      const sample = createPlantServer(deps);
+      const sample = createPlantServer({ plants: createPlantStore(database.client), sessions: identity.sessions, clock, logger });
       servers = [http, grpc, sample];
       const ports = await Promise.all([
         listenOn(http, config.port, config.host),
         listenOn(grpc, config.grpcPort, config.host),
         listenOn(sample, config.samplePort, config.host),
       ]);
+      // Every serving instance delivers webhooks (docs/events.md, "Delivery").
+      deliveryWorker.start();
       const host = config.host.includes(":") ? `[${config.host}]` : config.host;
       return { url: `http://${host}:${ports[0]}`, grpcUrl: `http://${host}:${ports[1]}`, sampleUrl: `http://${host}:${ports[2]}` };
     },
     async close() {
       await Promise.all(servers.map((server) => closeServer(server)));
-      for (const fn of closers.reverse()) await fn();
+      await composed.close();
       await database.close();
       loggers.flush();
     },

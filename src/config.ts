@@ -47,6 +47,23 @@ export interface Config {
   trustedProxies: TrustedProxies;
   /** Bounds on the work anyone can cause before authenticating (password hashing, sign-in attempts). */
   signIn: SignInLimits;
+  /** Webhook deliveries (docs/events.md). */
+  webhooks: WebhooksConfig;
+}
+
+export interface WebhooksConfig {
+  /**
+   * WEBHOOKS_ALLOW_PRIVATE_NETWORKS=true: endpoints may be http URLs and
+   * loopback, private or link-local addresses (development, or receivers on
+   * the operator's own network; docs/security.md, "Events (webhooks)").
+   */
+  allowPrivateNetworks: boolean;
+  /**
+   * WEBHOOKS_LEASE_SECONDS (default 30): how long an instance's claim on a
+   * delivery lasts unless renewed; a killed instance's deliveries are taken
+   * over by another within it.
+   */
+  leaseMs: number;
 }
 
 /**
@@ -138,6 +155,17 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     ),
     refusalDelayMs: readInteger(env, "SIGN_IN_REFUSAL_DELAY_MS", defaultSignInLimits.refusalDelayMs, 0, 10_000, problems),
   };
+  const allowPrivateRaw = env.WEBHOOKS_ALLOW_PRIVATE_NETWORKS?.trim().toLowerCase() ?? "";
+  if (!["", "true", "false"].includes(allowPrivateRaw)) {
+    problems.push({
+      field: "WEBHOOKS_ALLOW_PRIVATE_NETWORKS",
+      description: `must be true or false, got "${env.WEBHOOKS_ALLOW_PRIVATE_NETWORKS}"`,
+    });
+  }
+  const webhooks: WebhooksConfig = {
+    allowPrivateNetworks: allowPrivateRaw === "true",
+    leaseMs: readInteger(env, "WEBHOOKS_LEASE_SECONDS", 30, 2, 300, problems) * 1000,
+  };
   const masterKeyBase64 = env.GATEHOUSE_MASTER_KEY?.trim() || undefined;
   if (masterKeyBase64 !== undefined && Buffer.from(masterKeyBase64, "base64").length !== 32) {
     problems.push({
@@ -178,6 +206,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     gateway,
     trustedProxies: trusted.proxies,
     signIn,
+    webhooks,
   };
 }
 

@@ -100,7 +100,7 @@ export function examples(command: Command, lines: readonly string[]): Command {
 
 const programHelp = `
 Operator commands (init, serve, orgs, keys, consumers, sessions, settings, signing-key,
-master-key, operators, secrets rotate-key) act on the data store directly, never through
+master-key, operators, webhooks, secrets rotate-key) act on the data store directly, never through
 the API: DATABASE_URL, GATEHOUSE_DATA_DIR and the master keys as for the server.
 gateway runs a standalone gateway.
 Secrets commands (secrets, run) are clients of the public API: set GATEHOUSE_URL,

@@ -1,4 +1,5 @@
 import type { Server } from "node:http";
+import type { Http2Session } from "node:http2";
 import type { AddressInfo, Server as NetServer } from "node:net";
 import type { Duplex } from "node:stream";
 import { Pool, type Dispatcher } from "undici";
@@ -325,7 +326,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       );
       // Connections between requests close now; busy ones close after their answer (it says Connection: close).
       http1.closeIdleConnections();
-      for (const session of http2.sessions) session.close();
+      for (const session of http2.sessions) endSession(session, "close");
       if (inFlight() > 0) {
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, drainTimeoutMs);
@@ -337,7 +338,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       }
       for (const tunnel of tunnels) tunnel.destroy();
       http1.closeAllConnections();
-      for (const session of http2.sessions) session.destroy();
+      for (const session of http2.sessions) endSession(session, "destroy");
       await Promise.all(stopped);
       health.close();
       http2Sessions.close();
@@ -347,4 +348,19 @@ export function createGateway(options: GatewayOptions): Gateway {
       await new Promise<void>((resolve) => (admin.listening ? admin.close(() => resolve()) : resolve()));
     },
   };
+}
+
+/**
+ * Closes or destroys an HTTP/2 session at shutdown. A session that the peer is tearing
+ * down at the same moment can make Node's http2 core throw an internal assertion from
+ * `destroy()`; shutdown must go on whatever one session does.
+ */
+function endSession(session: Http2Session, how: "close" | "destroy"): void {
+  if (session.destroyed || (how === "close" && session.closed)) return;
+  try {
+    if (how === "close") session.close();
+    else session.destroy();
+  } catch {
+    // The session is going away already; nothing is left to release.
+  }
 }

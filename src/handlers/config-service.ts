@@ -2,50 +2,19 @@ import { parseIfMatch } from "../domain/config/if-match.js";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { ConfigService } from "../../gen/svc/v1/config_pb.js";
-import type { AppDeps } from "../app-deps.js";
-import { createConfigManager } from "../domain/config/config-manager.js";
+import type { ConfigManager } from "../domain/config/config-manager.js";
+import type { RevisionSummaryRecord } from "../domain/config/config-store.js";
 import { DomainError } from "../domain/errors.js";
 import { principalKey } from "../interceptors/auth.js";
-import { createConfigStore, type RevisionSummaryRecord } from "../storage/config-store.js";
-import { createGatewayStore } from "../storage/gateway-store.js";
 
-/** Change-feed topic of configuration revisions; payload "<organization id> <revision>". */
-const configTopic = "config";
+export interface ConfigServiceParts {
+  /** The configuration domain (src/composition/config.ts). */
+  config: ConfigManager;
+}
 
 /** svc.v1.ConfigService: gateway configuration import, export, history, rollback and live revisions. */
-export function createConfigService(deps: AppDeps): Partial<ServiceImpl<typeof ConfigService>> {
-  const { database, changeFeed: feed } = deps;
-
-  const manager = createConfigManager({
-    clock: deps.clock,
-    maxDocumentBytes: deps.config.limits.configBody,
-    transaction: (fn) =>
-      feed.transaction((tx, notify) =>
-        fn(
-          createConfigStore(tx, database.provider),
-          (organizationId, revision) => notify(configTopic, `${organizationId} ${revision}`),
-          async (organizationId, secrets) => new Set((await createGatewayStore(tx).secretVersions(organizationId, secrets)).keys()),
-        ),
-      ),
-    // SQLite: statements outside a transaction share the connection of an open
-    // one and would see its uncommitted writes, so reads take a transaction too.
-    // PostgreSQL: each read is a single statement, consistent on its own.
-    read:
-      database.provider === "sqlite"
-        ? (fn) => database.transaction((tx) => fn(createConfigStore(tx, database.provider)))
-        : (fn) => fn(createConfigStore(database.client, database.provider)),
-    // PostgreSQL: NOTIFY from every instance; SQLite: in-process, before the PUT answers.
-    announcements(listener) {
-      return feed.subscribe(configTopic, (event) => listener(event.kind === "gap" ? undefined : parseAnnouncement(event.payload)));
-    },
-    watchRevisions(organizationId, onChange) {
-      const prefix = `${organizationId} `;
-      return feed.subscribe(configTopic, (event) => {
-        if (event.kind === "gap" || event.payload.startsWith(prefix)) onChange();
-      });
-    },
-  });
-  deps.onClose(() => manager.close());
+export function createConfigService(parts: ConfigServiceParts): Partial<ServiceImpl<typeof ConfigService>> {
+  const manager = parts.config;
 
   return {
     async getConfig(_req, ctx) {
@@ -91,13 +60,6 @@ export function createConfigService(deps: AppDeps): Partial<ServiceImpl<typeof C
       return { result };
     },
   };
-}
-
-/** "<organization id> <revision>"; anything else (undefined) makes the caches start over. */
-function parseAnnouncement(payload: string): { organizationId: string; revision: number } | undefined {
-  const space = payload.lastIndexOf(" ");
-  const revision = Number(payload.slice(space + 1));
-  return space > 0 && Number.isSafeInteger(revision) ? { organizationId: payload.slice(0, space), revision } : undefined;
 }
 
 function toRevision(record: RevisionSummaryRecord) {

@@ -22,7 +22,6 @@ import {
   RotatePublicKeyRequestSchema,
   type SecretsService,
 } from "../../gen/svc/v1/secrets_pb.js";
-import type { AppDeps } from "../app-deps.js";
 import { displayPrefix } from "../crypto/tokens.js";
 import type { Dashboard } from "../dashboard/create-dashboard.js";
 import { diffLines } from "../dashboard/operators/line-diff.js";
@@ -31,26 +30,39 @@ import { renderConfigDocument } from "../domain/config/render-config-document.js
 import { DomainError, invalidArgument, unimplemented, type Violation } from "../domain/errors.js";
 import type { ConnectedGateway } from "../domain/gateway/gateway-credentials.js";
 import { normalizeIdentifier, readUuid } from "../domain/identity/identifiers.js";
-import { removeIdentityPasskey } from "../domain/identity/remove-identity-passkey.js";
 import type { SigningKeyView } from "../domain/identity/sessions.js";
 import { effectiveSettings, parseSettingsAssignments } from "../domain/identity/settings.js";
-import { updateIdentitySettings } from "../domain/identity/update-identity-settings.js";
 import { checkEnvironment } from "../domain/secrets/secret-rules.js";
 import type { Tenancy } from "../domain/tenancy/tenancy.js";
 import { principalKey } from "../interceptors/auth.js";
 import { clientAddressKey } from "../server/call.js";
-import { createDashboardStore, type InvitationRecord, type MemberRecord, type OperatorPasskeyRecord } from "../storage/dashboard-store.js";
-import type { ConsumerKeyRecord, GatewayKeyRecord } from "../storage/gateway-store.js";
-import { createIdentityStore, type IdentitySettingsPatch, type IdentitySettingsRecord } from "../storage/identity-store.js";
-import { createPasskeyStore } from "../storage/passkey-store.js";
-import type { OrganizationKeyKind, Role } from "../storage/tenancy-store.js";
-import { gatewayCredentialsFor } from "./gateway-service.js";
-import { identityFor } from "./identity-service.js";
+import type { DashboardDirectory } from "../dashboard/operators/dashboard-directory.js";
+import type { InvitationRecord, MemberRecord, OperatorPasskeyRecord } from "../dashboard/operators/dashboard-store.js";
+import type { ConsumerKeyRecord, GatewayKeyRecord } from "../domain/gateway/gateway-store.js";
+import type { IdentitySettingsPatch, IdentitySettingsRecord } from "../domain/identity/identity-store.js";
+import type { Identity } from "../domain/identity/identity.js";
+import type { Passkeys } from "../domain/passkeys/passkeys.js";
+import type { OrganizationSettings } from "../domain/settings/organization-settings.js";
+import type { Clock } from "../domain/clock.js";
+import type { GatewayCredentials } from "../domain/gateway/gateway-credentials.js";
+import type { OrganizationKeyKind, Role } from "../domain/tenancy/tenancy-store.js";
 
 /** What the dashboard reuses from the rest of the app, so that every change goes through the same code as the API's. */
 export interface DashboardServiceParts {
   dashboard: Dashboard;
   tenancy: Tenancy;
+  identity: Identity;
+  passkeys: Passkeys;
+  gateways: GatewayCredentials;
+  /** Identity settings (and the sealing-key schedule) as operators change them. */
+  settings: OrganizationSettings;
+  /** The pages' listings. */
+  directory: DashboardDirectory;
+  clock: Clock;
+  /** PUBLIC_URL: what an empty rp_id or origins follows. */
+  publicUrl: string;
+  /** After a change that takes access away: every instance forgets cached credentials. */
+  credentialsChanged(): Promise<void>;
   /** The ConfigService handlers: exports, history and rollbacks go through the same manager, cache and change feed. */
   config: Partial<ServiceImpl<typeof ConfigService>>;
   /** The SecretsService handlers: deletions are the secrets API's own (audited the same way). */
@@ -246,13 +258,9 @@ async function nested<T>(prefix: string, run: () => T | Promise<T>): Promise<T> 
  * request guard has already checked that the request came from a dashboard
  * page, and the auth interceptor the session, membership and role.
  */
-export function createDashboardService(deps: AppDeps, parts: DashboardServiceParts): Partial<ServiceImpl<typeof DashboardService>> {
-  const { database, clock } = deps;
-  const store = createDashboardStore(database.client, database.provider);
-  const identityStore = createIdentityStore(database.client, database.sql);
-  const passkeyStore = createPasskeyStore(database.client);
-  const gateways = gatewayCredentialsFor(deps);
-  const { dashboard, tenancy, config, secrets } = parts;
+export function createDashboardService(parts: DashboardServiceParts): Partial<ServiceImpl<typeof DashboardService>> {
+  const { dashboard, tenancy, config, secrets, identity: identities, passkeys, gateways, settings, clock, publicUrl } = parts;
+  const store = parts.directory;
 
   async function identityKeyInfo(organizationId: string) {
     const keys = await store.listIdentityKeys(organizationId);
@@ -269,7 +277,7 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
     const violations: Violation[] = [];
     const identityId = readUuid(rawId, field, violations);
     if (violations.length > 0) throw invalidArgument(violations);
-    const identity = await identityStore.findIdentity(organizationId, identityId);
+    const identity = await identities.findIdentity(organizationId, identityId);
     if (!identity) throw new DomainError("not_found", "identity_not_found", `identity ${identityId} does not exist`);
     return identity;
   }
@@ -400,7 +408,7 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
     // ------------------------------------------------------------ session signing keys
 
     async listSessionSigningKeys(_req, ctx) {
-      const keys = await identityFor(deps).sessions.signingKeysOf(operatorOf(ctx).organizationId);
+      const keys = await identities.sessions.signingKeysOf(operatorOf(ctx).organizationId);
       return { keys: keys.map(toSigningKeyInfo) };
     },
 
@@ -414,16 +422,16 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
 
     async getIdentitySettings(_req, ctx) {
       const { organizationId } = operatorOf(ctx);
-      const stored = await identityStore.findSettings(organizationId);
-      const defaults = effectiveSettings(null, deps.config.publicUrl);
-      return { settings: settingsValues(stored, deps.config.publicUrl), defaultRpId: defaults.rpId, defaultOrigins: defaults.origins };
+      const stored = await settings.identitySettings(organizationId);
+      const defaults = effectiveSettings(null, publicUrl);
+      return { settings: settingsValues(stored, publicUrl), defaultRpId: defaults.rpId, defaultOrigins: defaults.origins };
     },
 
     async updateIdentitySettings(req, ctx) {
       const { organizationId } = operatorOf(ctx);
       if (!req.settings) throw invalidArgument([{ field: "settings", description: "is required" }]);
       const values = req.settings;
-      const saved = await nested("settings", () => {
+      const saved = await nested("settings", async () => {
         const violations: Violation[] = [];
         const assignments = settingsAssignments(values, violations);
         let patch: IdentitySettingsPatch | undefined;
@@ -435,9 +443,10 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
         }
         if (violations.length > 0 || !patch) throw invalidArgument(violations);
         // The form sends every setting: the patch replaces them all, checked as `gatehouse settings set` checks them.
-        return updateIdentitySettings({ store: identityStore, clock, publicUrl: deps.config.publicUrl, organizationId, patch });
+        await settings.update(organizationId, { identity: patch });
+        return settings.identitySettings(organizationId);
       });
-      return { settings: settingsValues(saved, deps.config.publicUrl) };
+      return { settings: settingsValues(saved, publicUrl) };
     },
 
     // ------------------------------------------------------------ identities
@@ -455,15 +464,15 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
     async getIdentityDetails(req, ctx) {
       const { organizationId } = operatorOf(ctx);
       const identity = await requireIdentity(organizationId, req.identityId);
-      const [hash, passkeys, live] = await Promise.all([
-        identityStore.findPasswordHash(organizationId, identity.id),
-        passkeyStore.listPasskeys(organizationId, identity.id),
+      const [hasPassword, held, live] = await Promise.all([
+        store.hasPassword(organizationId, identity.id),
+        passkeys.listPasskeys(organizationId, identity.id),
         store.countLiveSessions(organizationId, identity.id, clock()),
       ]);
       return {
         identity: { id: identity.id, identifier: identity.identifier, createdAt: ts(identity.createdAt) },
-        hasPassword: hash !== null,
-        passkeys: passkeys.map((p) => ({
+        hasPassword,
+        passkeys: held.map((p) => ({
           credentialId: p.id,
           name: p.name ?? "",
           createdAt: ts(p.createdAt),
@@ -499,19 +508,13 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
     },
 
     async removeIdentityPasskey(req, ctx) {
-      await removeIdentityPasskey({
-        identities: identityStore,
-        passkeys: passkeyStore,
-        organizationId: operatorOf(ctx).organizationId,
-        identityId: req.identityId,
-        credentialId: req.credentialId,
-      });
+      await passkeys.removeIdentityPasskey(operatorOf(ctx).organizationId, { identityId: req.identityId, credentialId: req.credentialId });
       return {};
     },
 
     async revokeIdentitySessions(req, ctx) {
       // The identity domain's revocation: announced to every instance's gateways, as an API revocation is.
-      return identityFor(deps).revokeIdentitySessions(operatorOf(ctx).organizationId, {
+      return identities.revokeIdentitySessions(operatorOf(ctx).organizationId, {
         identityId: req.identityId,
         sessionId: req.sessionId,
       });
@@ -666,21 +669,21 @@ export function createDashboardService(deps: AppDeps, parts: DashboardServicePar
         newPassword: req.newPassword,
         clientAddress: ctx.values.get(clientAddressKey),
       });
-      await deps.credentialsChanged();
+      await parts.credentialsChanged();
       return { organization: { organizationId: joined.organizationId, name: joined.name, role: roleEnum(joined.role) } };
     },
 
     async changeMemberRole(req, ctx) {
       const { organizationId } = operatorOf(ctx);
       const member = await dashboard.members.changeRole(organizationId, readAccountId(req.accountId), roleOf(req.role));
-      await deps.credentialsChanged();
+      await parts.credentialsChanged();
       return { member: toMember(member) };
     },
 
     async removeMember(req, ctx) {
       const { organizationId } = operatorOf(ctx);
       await dashboard.members.remove(organizationId, readAccountId(req.accountId));
-      await deps.credentialsChanged();
+      await parts.credentialsChanged();
       return {};
     },
 

@@ -2,60 +2,9 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { GatewayService, ReferencedSecretSchema, WatchGatewayResponseSchema } from "../../gen/svc/v1/gateway_pb.js";
-import type { AppDeps } from "../app-deps.js";
 import { DomainError } from "../domain/errors.js";
-import { gatewayChangePayload, gatewayTopic, parseGatewayChange, type GatewayChangeKind } from "../domain/gateway/gateway-changes.js";
-import { createGatewayWatch, type GatewayEvent, type SecretVersion, type WatchedChange } from "../domain/gateway/watch-gateway.js";
+import type { GatewayEvent, GatewayWatch, SecretVersion } from "../domain/gateway/watch-gateway.js";
 import { principalKey } from "../interceptors/auth.js";
-import type { ChangeFeed } from "../storage/change-feed.js";
-import { createConfigStore } from "../storage/config-store.js";
-import { createGatewayStore } from "../storage/gateway-store.js";
-import { sessionsFor } from "./identity-service.js";
-
-// Built in a module of its own, which operator commands load without the service.
-export { gatewayCredentialsFor } from "./gateway-credentials-for.js";
-
-/**
- * Tells every gateway stream of the organisation, on every instance, that
- * something of `kind` changed (they re-read it). For writes made outside the
- * functions above, e.g. revoking every session of an identity straight
- * through the identity store.
- */
-export async function announceGatewayChange(
-  deps: Pick<AppDeps, "changeFeed">,
-  organizationId: string,
-  kind: GatewayChangeKind,
-): Promise<void> {
-  await deps.changeFeed.transaction(async (_tx, notify) => notify(gatewayTopic, gatewayChangePayload(organizationId, kind)));
-}
-
-/** Every change of the topics a gateway stream follows, as the domain reads them. */
-function subscribeChanges(feed: Pick<ChangeFeed, "subscribe">, listener: (change: WatchedChange | undefined) => void) {
-  const beforeSpace = (payload: string, last: boolean) => {
-    const space = last ? payload.lastIndexOf(" ") : payload.indexOf(" ");
-    return space > 0 ? payload.slice(0, space) : undefined;
-  };
-  const subscriptions = [
-    feed.subscribe("config", (event) => {
-      const organizationId = event.kind === "gap" ? undefined : beforeSpace(event.payload, true);
-      listener(organizationId === undefined ? undefined : { topic: "config", organizationId });
-    }),
-    feed.subscribe("secrets", (event) => {
-      const organizationId = event.kind === "gap" ? undefined : beforeSpace(event.payload, false);
-      listener(organizationId === undefined ? undefined : { topic: "secrets", organizationId });
-    }),
-    feed.subscribe(gatewayTopic, (event) => {
-      const change = event.kind === "gap" ? undefined : parseGatewayChange(event.payload);
-      listener(change === undefined ? undefined : { topic: "gateway", ...change });
-    }),
-  ];
-  return {
-    ready: Promise.all(subscriptions.map((s) => s.ready)).then(() => undefined),
-    close: () => {
-      for (const s of subscriptions) s.close();
-    },
-  };
-}
 
 type Response = MessageInitShape<typeof WatchGatewayResponseSchema>;
 
@@ -112,25 +61,14 @@ function toResponse(event: GatewayEvent): Response {
   }
 }
 
-export interface GatewayServiceOptions {
-  /** Between heartbeats and last-seen refreshes (default 20 s). */
-  heartbeatMs?: number;
+export interface GatewayServiceParts {
+  /** The gateways' streams (src/composition/gateway.ts). */
+  watch: GatewayWatch;
 }
 
 /** svc.v1.GatewayService: what a data-plane gateway follows. */
-export function createGatewayService(deps: AppDeps, options: GatewayServiceOptions = {}): Partial<ServiceImpl<typeof GatewayService>> {
-  const { database } = deps;
-  const watch = createGatewayWatch({
-    gatewayStore: createGatewayStore(database.client),
-    configStore: createConfigStore(database.client, database.provider),
-    subscribe: (listener) => subscribeChanges(deps.changeFeed, listener),
-    signingKeys: async (organizationId) => (await sessionsFor(deps).publishedKeys(organizationId)).keys,
-    issuer: deps.config.publicUrl,
-    clock: deps.clock,
-    ...(options.heartbeatMs !== undefined ? { heartbeatMs: options.heartbeatMs } : {}),
-    onError: (error) => deps.logger.warn({ err: error }, "gateway stream bookkeeping failed"),
-  });
-
+export function createGatewayService(parts: GatewayServiceParts): Partial<ServiceImpl<typeof GatewayService>> {
+  const { watch } = parts;
   return {
     async *watchGateway(req, ctx) {
       const gateway = gatewayOf(ctx);

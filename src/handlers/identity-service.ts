@@ -1,107 +1,23 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { IdentityService } from "../../gen/svc/v1/identity_pb.js";
-import type { AppDeps } from "../app-deps.js";
 import { DomainError, invalidArgument } from "../domain/errors.js";
-import { gatewayChangePayload, gatewayTopic } from "../domain/gateway/gateway-changes.js";
-import { createIdentity, type Caller, type Identity, type SignedIn } from "../domain/identity/identity.js";
-import { createSessionIssuer, type SessionIssuer } from "../domain/identity/sessions.js";
+import type { Caller, Identity, SignedIn } from "../domain/identity/identity.js";
+import type { SessionIssuer } from "../domain/identity/sessions.js";
+import type { Passkeys } from "../domain/passkeys/passkeys.js";
 import { principalKey } from "../interceptors/auth.js";
 import { peerAddressHeader, type ExtraRoute } from "../server/http-server.js";
-import type { Notify } from "../storage/change-feed.js";
-import { createIdentityStore, type IdentityStore } from "../storage/identity-store.js";
 import { createPasskeyRpcs } from "./passkey-rpcs.js";
 
-type IdentityDeps = Pick<
-  AppDeps,
-  "config" | "database" | "clock" | "random" | "keyring" | "logger" | "passwordHasher" | "changeFeed" | "onClose"
->;
-
-/** Change-feed topic of session signing keys; payload: the organisation whose key changed. */
-const signingKeysTopic = "session_signing_keys";
-
-/**
- * The identity store, announcing to gateways' streams what they hold: revoked
- * sessions (of one organisation) and signing keys (of the platform). `notify`
- * is the transaction's (the notice goes out at commit); without one, the write
- * has committed and the notice goes out at once.
- */
-function announcing(store: IdentityStore, feed: AppDeps["changeFeed"], notify?: Notify): IdentityStore {
-  const announce = async (organizationId: string, kind: "sessions" | "signing_keys") => {
-    const payload = gatewayChangePayload(organizationId, kind);
-    if (notify) notify(gatewayTopic, payload);
-    else await feed.transaction(async (_tx, send) => send(gatewayTopic, payload));
-  };
-  return {
-    ...store,
-    async revokeSession(organizationId, id, at) {
-      const revoked = await store.revokeSession(organizationId, id, at);
-      if (revoked) await announce(organizationId, "sessions");
-      return revoked;
-    },
-    async revokeSessionsOf(organizationId, identityId, except, at) {
-      const count = await store.revokeSessionsOf(organizationId, identityId, except, at);
-      if (count > 0) await announce(organizationId, "sessions");
-      return count;
-    },
-  };
-}
-
-const built = new WeakMap<IdentityDeps, Identity>();
-
-/**
- * The identity domain of one app, built once per AppDeps and shared by the
- * IdentityService handlers, the JWKS route, the passkey ceremonies and the
- * sample plant API (which verifies sessions with `.sessions.verifySessionToken`).
- */
-export function identityFor(deps: IdentityDeps): Identity {
-  let identity = built.get(deps);
-  if (!identity) {
-    const feed = deps.changeFeed;
-    const store = announcing(createIdentityStore(deps.database.client, deps.database.sql), feed);
-    const onError = (error: unknown) => deps.logger.warn({ err: error }, "identity housekeeping failed");
-    const sessions = createSessionIssuer({
-      store,
-      transaction: (fn) =>
-        deps.changeFeed.transaction((tx, notify) =>
-          fn(createIdentityStore(tx), (organizationId) => {
-            notify(signingKeysTopic, organizationId);
-            // Gateways follow the JWKS through their stream.
-            notify(gatewayTopic, gatewayChangePayload(organizationId, "signing_keys"));
-          }),
-        ),
-      keyring: deps.keyring,
-      clock: deps.clock,
-      issuer: deps.config.publicUrl,
-    });
-    // A rotation on another instance (or by the CLI on PostgreSQL): sign with the new key from the next sign-in.
-    const rotations = deps.changeFeed.subscribe(signingKeysTopic, (event) =>
-      sessions.keyChanged(event.kind === "gap" ? undefined : event.payload),
-    );
-    deps.onClose(() => rotations.close());
-    identity = createIdentity({
-      store,
-      transaction: (fn) => feed.transaction((tx, notify) => fn(announcing(createIdentityStore(tx), feed, notify))),
-      sessions,
-      hasher: deps.passwordHasher,
-      clock: deps.clock,
-      random: deps.random,
-      publicUrl: deps.config.publicUrl,
-      onError,
-      signInLimits: deps.config.signIn,
-    });
-    built.set(deps, identity);
-  }
-  return identity;
-}
-
-/** The session issuer and verifier of one app (see identityFor). */
-export function sessionsFor(deps: IdentityDeps): SessionIssuer {
-  return identityFor(deps).sessions;
+export interface IdentityServiceParts {
+  /** The identity domain (src/composition/identity.ts). */
+  identity: Identity;
+  /** The WebAuthn ceremonies (src/composition/passkeys.ts). */
+  passkeys: Passkeys;
 }
 
 /** GET /.well-known/jwks.json: the public keys that verify session tokens (RFC 7517). */
-export function createJwksRoute(deps: IdentityDeps): ExtraRoute {
+export function createJwksRoute(sessions: Pick<SessionIssuer, "publishedKeys">): ExtraRoute {
   return {
     label: "/.well-known/jwks.json",
     matches: (method, path) => (method === "GET" || method === "HEAD") && path === "/.well-known/jwks.json",
@@ -109,7 +25,7 @@ export function createJwksRoute(deps: IdentityDeps): ExtraRoute {
     crossOrigin: { path: "/.well-known/jwks.json", methods: ["GET", "HEAD"] },
     async handle(req, res) {
       req.resume();
-      const body = JSON.stringify(await sessionsFor(deps).publishedKeys());
+      const body = JSON.stringify(await sessions.publishedKeys());
       res.writeHead(200, {
         "content-type": "application/json",
         "content-length": Buffer.byteLength(body),
@@ -176,12 +92,12 @@ function signedIn(result: SignedIn) {
 /**
  * svc.v1.IdentityService: passwords, magic links, password reset and sessions;
  * the passkey RPCs (BeginPasskeyRegistration ... RemovePasskey, in
- * passkey-rpcs.ts) reuse identityFor(deps): signIn, settingsOf, limitClient.
+ * passkey-rpcs.ts) map onto the passkeys domain.
  */
-export function createIdentityService(deps: AppDeps): Partial<ServiceImpl<typeof IdentityService>> {
-  const identity = identityFor(deps);
+export function createIdentityService(parts: IdentityServiceParts): Partial<ServiceImpl<typeof IdentityService>> {
+  const { identity } = parts;
   return {
-    ...createPasskeyRpcs(deps, { identity, callerOf }),
+    ...createPasskeyRpcs({ passkeys: parts.passkeys, callerOf }),
 
     registerPassword: (req, ctx) =>
       withFieldNames(ctx, async () =>
@@ -227,6 +143,11 @@ export function createIdentityService(deps: AppDeps): Partial<ServiceImpl<typeof
     async revokeSession(req, ctx) {
       await identity.revokeSession(callerOf(ctx), { sessionId: req.sessionId });
       return {};
+    },
+
+    async deleteIdentity(req, ctx) {
+      const deleted = await identity.deleteIdentity(callerOf(ctx).organizationId, { identityId: req.identityId });
+      return { revokedSessions: deleted.revokedSessions };
     },
   };
 }

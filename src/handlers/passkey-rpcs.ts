@@ -2,11 +2,8 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { IdentityService } from "../../gen/svc/v1/identity_pb.js";
-import type { AppDeps } from "../app-deps.js";
-import type { Caller, Identity, SignedIn } from "../domain/identity/identity.js";
-import { createPasskeys } from "../domain/passkeys/passkeys.js";
-import { createIdentityStore } from "../storage/identity-store.js";
-import { createPasskeyStore } from "../storage/passkey-store.js";
+import type { Caller, SignedIn } from "../domain/identity/identity.js";
+import type { Passkeys } from "../domain/passkeys/passkeys.js";
 
 type PasskeyMethod =
   | "beginPasskeyRegistration"
@@ -20,12 +17,10 @@ type PasskeyMethod =
 /** The passkey RPCs of svc.v1.IdentityService, spread into the service by createIdentityService. */
 export type PasskeyRpcs = Pick<ServiceImpl<typeof IdentityService>, PasskeyMethod>;
 
-export type PasskeyRpcDeps = Pick<AppDeps, "database" | "clock" | "random" | "keyring" | "logger">;
-
 /** What the identity service shares with the passkey RPCs. */
-export interface PasskeyRpcContext {
-  /** The identity domain (settings, per-IP limit, sessions): identityFor(deps). */
-  identity: Identity;
+export interface PasskeyRpcParts {
+  /** The passkeys domain (src/composition/passkeys.ts). */
+  passkeys: Passkeys;
   /** The caller of an identity RPC as the auth interceptor established it. */
   callerOf(ctx: HandlerContext): Caller;
 }
@@ -40,19 +35,8 @@ function session(result: SignedIn) {
 }
 
 /** BeginPasskeyRegistration ... RemovePasskey: thin mappings onto src/domain/passkeys. */
-export function createPasskeyRpcs(deps: PasskeyRpcDeps, context: PasskeyRpcContext): PasskeyRpcs {
-  const { callerOf } = context;
-  const passkeys = createPasskeys({
-    passkeys: createPasskeyStore(deps.database.client),
-    identities: createIdentityStore(deps.database.client),
-    transaction: (fn) => deps.database.transaction((tx) => fn({ passkeys: createPasskeyStore(tx), identities: createIdentityStore(tx) })),
-    identity: context.identity,
-    keyring: deps.keyring,
-    clock: deps.clock,
-    random: deps.random,
-    onError: (error) => deps.logger.warn({ err: error }, "passkey housekeeping failed"),
-    onRefusal: (refusal) => deps.logger.info(refusal, "passkey response refused"),
-  });
+export function createPasskeyRpcs(parts: PasskeyRpcParts): PasskeyRpcs {
+  const { callerOf, passkeys } = parts;
 
   return {
     async beginPasskeyRegistration(req, ctx) {

@@ -1,97 +1,21 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { SecretsService } from "../../gen/svc/v1/secrets_pb.js";
-import type { AppDeps } from "../app-deps.js";
 import { DomainError } from "../domain/errors.js";
-import { createClientKeyParser } from "../domain/secrets/client-key.js";
-import { createRsaDecryptionPool, type RsaDecryptionPoolOptions } from "../domain/secrets/rsa-decryption-pool.js";
-import { createSecretKeyrings, sealingKeysTopic } from "../domain/secrets/secret-keyrings.js";
-import { createSecrets, type SealingKeyView, type SecretsCaller, type SecretView } from "../domain/secrets/secrets.js";
-import { pluginsReferencing, secretInUse } from "../domain/config/secret-references.js";
-import { checkGatewayRetrieve } from "../domain/gateway/gateway-secret-scope.js";
+import type { SealingKeyView, Secrets, SecretsCaller, SecretView } from "../domain/secrets/secrets.js";
+import type { GatewaySecretScope } from "../domain/gateway/gateway-secret-scope.js";
 import { principalKey } from "../interceptors/auth.js";
-import type { Notify } from "../storage/change-feed.js";
-import { createConfigStore } from "../storage/config-store.js";
-import type { Tx } from "../storage/database.js";
-import { createGatewayStore } from "../storage/gateway-store.js";
-import { createSecretsStore, createSecretsTransactor, type SecretsStore } from "../storage/secrets-store.js";
 
-export interface SecretsServiceOptions {
-  /** RSA decryption worker threads (0: on the event loop); one per core beyond the first by default. */
-  rsaPool?: RsaDecryptionPoolOptions;
+export interface SecretsServiceParts {
+  /** The secrets domain (src/composition/secrets.ts). */
+  secrets: Secrets;
+  /** What a gateway key may retrieve. */
+  gatewayScope: GatewaySecretScope;
 }
 
-/** Change-feed topic of secrets changes; payload "<organization id> <environment>". */
-const secretsTopic = "secrets";
-
 /** svc.v1.SecretsService: thin mapping between the RPC messages and the secrets domain. */
-export function createSecretsService(
-  deps: Pick<AppDeps, "database" | "changeFeed" | "clock" | "random" | "keyring" | "onClose">,
-  options: SecretsServiceOptions = {},
-): Partial<ServiceImpl<typeof SecretsService>> {
-  const store = createSecretsStore(deps.database.client);
-  const decryptor = createRsaDecryptionPool(options.rsaPool);
-  deps.onClose(() => decryptor.close());
-  const feed = deps.changeFeed;
-  // The transaction's own notify carries its Prisma transaction to the store
-  // below, so that a delete checks the configuration in the same transaction.
-  const transactions = new WeakMap<Notify, Tx>();
-  const transact = createSecretsTransactor((fn) =>
-    feed.transaction((tx, notify) => {
-      const carrying: Notify = (topic, payload) => notify(topic, payload);
-      transactions.set(carrying, tx);
-      return fn(tx, carrying);
-    }),
-  );
-  /**
-   * A secret the current configuration references cannot be deleted (409,
-   * naming the plugins). The check takes the organisation's configuration lock,
-   * which an import holds while it checks that the secrets it references exist,
-   * so the two cannot interleave.
-   */
-  const refusingReferencedDeletes = (store: SecretsStore, tx: Tx | undefined): SecretsStore => ({
-    ...store,
-    async deleteSecret(organizationId, environment, name) {
-      if (!tx) throw new Error("a secrets transaction lost its database transaction");
-      await createConfigStore(tx, deps.database.provider).lockConfiguration(organizationId);
-      const plugins = pluginsReferencing(await createGatewayStore(tx).listSecretHolders(organizationId), { environment, name });
-      if (plugins.length > 0) throw secretInUse({ environment, name }, plugins);
-      return store.deleteSecret(organizationId, environment, name);
-    },
-  });
-  const keyrings = createSecretKeyrings({
-    store,
-    transaction: (fn) => transact((tx) => fn(tx)),
-    announceRotation: (organizationId) => feed.transaction(async (_tx, notify) => notify(sealingKeysTopic, organizationId)),
-    masterKeyring: deps.keyring,
-    random: deps.random,
-    now: () => deps.clock().getTime(),
-  });
-  // Another instance rotated (or an operator changed the schedule): forget the organisation's cached keys; a gap forgets nothing
-  // here, as the keys' age bound and the fresh read after a failed opening cover what a lost announcement hides.
-  const rotations = feed.subscribe(sealingKeysTopic, (event) => {
-    if (event.kind === "message") keyrings.forget(event.payload);
-  });
-  deps.onClose(() => rotations.close());
-  const secrets = createSecrets({
-    store,
-    transaction: (fn) =>
-      transact((tx, notify) =>
-        fn(refusingReferencedDeletes(tx, transactions.get(notify)), (organizationId, environment) =>
-          notify(secretsTopic, `${organizationId} ${environment}`),
-        ),
-      ),
-    // PostgreSQL: NOTIFY from every instance; SQLite: in-process, before the write answers.
-    announcements: (listener) =>
-      feed.subscribe(secretsTopic, (event) => listener(event.kind === "gap" ? undefined : parseChange(event.payload))),
-    keyrings,
-    decryptor,
-    parseClientKey: createClientKeyParser(),
-    clock: deps.clock,
-    random: deps.random,
-  });
-  deps.onClose(() => secrets.close());
-
+export function createSecretsService(parts: SecretsServiceParts): Partial<ServiceImpl<typeof SecretsService>> {
+  const { secrets, gatewayScope } = parts;
   const toSecret = (secret: SecretView) => ({
     name: secret.name,
     environment: secret.environment,
@@ -139,7 +63,7 @@ export function createSecretsService(
     async retrieveSecrets(request, context) {
       const principal = context.values.get(principalKey);
       if (principal.kind === "gateway_key") {
-        checkGatewayRetrieve(await createGatewayStore(deps.database.client).listSecretHolders(principal.organizationId), request);
+        await gatewayScope.checkRetrieve(principal.organizationId, request);
       }
       return secrets.retrieveSecrets(callerOf(context, { gateway: true }), {
         environment: request.environment,
@@ -183,12 +107,6 @@ export function toSealingKey(key: SealingKeyView) {
     ...(key.retiredAt ? { retiredAt: timestampFromDate(key.retiredAt) } : {}),
     ...(key.acceptedUntil ? { acceptedUntil: timestampFromDate(key.acceptedUntil) } : {}),
   };
-}
-
-/** "<organization id> <environment>"; anything else (undefined) makes the cache start over. */
-function parseChange(payload: string): { organizationId: string; environment: string } | undefined {
-  const space = payload.indexOf(" ");
-  return space > 0 ? { organizationId: payload.slice(0, space), environment: payload.slice(space + 1) } : undefined;
 }
 
 /** The organisation and audit name of the caller; the auth interceptor has already required an admin API key. */

@@ -4,8 +4,8 @@ import { auth, AuthRuleSchema, Credential, Role as RoleEnum, type AuthRule } fro
 import type { Clock } from "../domain/clock.js";
 import { DomainError } from "../domain/errors.js";
 import { constantTimeEqual, hashToken, isCredentialShaped } from "../crypto/tokens.js";
-import type { GatewayStore } from "../storage/gateway-store.js";
-import type { Role, TenancyStore } from "../storage/tenancy-store.js";
+import type { GatewayStore } from "../domain/gateway/gateway-store.js";
+import type { Role, TenancyStore } from "../domain/tenancy/tenancy-store.js";
 import type { CredentialCache } from "./credential-cache.js";
 
 /** Who is calling, established by the auth interceptor before any handler runs. */

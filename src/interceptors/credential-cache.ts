@@ -1,8 +1,6 @@
 import type { Clock } from "../domain/clock.js";
-import type { ChangeFeed } from "../storage/change-feed.js";
-
-/** Change-feed topic announcing that a credential, account or membership changed. */
-const credentialsTopic = "credentials";
+import type { ChangeAnnouncer, ChangeSubscriptions } from "../domain/changes/topic.js";
+import { credentialChanges } from "../domain/changes/topics.js";
 
 /**
  * What authentication read from the database about a credential, kept briefly
@@ -31,7 +29,7 @@ export interface CredentialCacheOptions {
   /** How long an entry is trusted without a notification; 0 disables caching. */
   ttlMs: number;
   maxEntries: number;
-  feed?: Pick<ChangeFeed, "subscribe" | "transaction">;
+  feed?: ChangeSubscriptions & ChangeAnnouncer;
 }
 
 export function createCredentialCache(options: CredentialCacheOptions): CredentialCache {
@@ -42,7 +40,7 @@ export function createCredentialCache(options: CredentialCacheOptions): Credenti
     generation++;
     entries.clear();
   };
-  const subscription = options.feed?.subscribe(credentialsTopic, forget);
+  const subscription = options.feed?.subscribe(credentialChanges, forget);
 
   return {
     async lookup<T extends object>(key: string, load: () => Promise<T | null>, keep: (value: T) => boolean) {
@@ -78,6 +76,6 @@ export function createCredentialCache(options: CredentialCacheOptions): Credenti
  * credentials: what changed() does, for a process that keeps no cache (an
  * operator command that revoked a key).
  */
-export async function announceCredentialsChanged(feed: Pick<ChangeFeed, "transaction">): Promise<void> {
-  await feed.transaction(async (_tx, notify) => notify(credentialsTopic, "changed"));
+export async function announceCredentialsChanged(feed: ChangeAnnouncer): Promise<void> {
+  await feed.announce(credentialChanges, "changed");
 }

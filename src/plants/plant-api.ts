@@ -1,18 +1,22 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
-import type { AppDeps } from "../app-deps.js";
 import { DomainError, invalidArgument } from "../domain/errors.js";
-import { sessionsFor } from "../handlers/identity-service.js";
+import type { Clock } from "../domain/clock.js";
+import type { SessionIssuer } from "../domain/identity/sessions.js";
 import { mediaTypeOf, readBody } from "../server/http-body.js";
-import { createPlantStore } from "../storage/plant-store.js";
+import type { PlantStore } from "./plant-store.js";
 import { exactInteger, numberLiteral, parseExactJson, type ExactJson } from "./exact-json.js";
 import { plantApiDocument, plantApiDocumentJson } from "./openapi.js";
 import { createRequestValidator } from "./request-validator.js";
 
-export type PlantApiDeps = Pick<
-  AppDeps,
-  "config" | "database" | "clock" | "random" | "keyring" | "logger" | "passwordHasher" | "changeFeed" | "onClose"
->;
+export interface PlantApiDeps {
+  /** The plants of each organisation. */
+  plants: PlantStore;
+  /** This platform's session check (the identity area's, shared with ValidateSession). */
+  sessions: Pick<SessionIssuer, "verifySessionToken">;
+  clock: Clock;
+  logger: { error(object: object, message: string): void };
+}
 
 /** Largest accepted request body: a NewPlant is a few hundred bytes; 413 beyond. */
 export const maxPlantBodyBytes = 64 * 1024;
@@ -50,10 +54,9 @@ export function createPlantServer(deps: PlantApiDeps): Server {
  */
 export function createPlantApi(deps: PlantApiDeps): (req: IncomingMessage, res: ServerResponse) => void {
   const newPlant = createRequestValidator(plantApiDocument).body("/plants", "post");
-  const store = createPlantStore(deps.database.client);
-  // The identity area's issuer, shared with ValidateSession: the same checks,
-  // the same key cache (it is built once per AppDeps).
-  const sessions = sessionsFor(deps);
+  const store = deps.plants;
+  // The identity area's issuer, shared with ValidateSession: the same checks, the same key cache.
+  const sessions = deps.sessions;
   const documentBytes = Buffer.from(plantApiDocumentJson);
 
   const serveDocument: Handler = async (req, res) => {

@@ -3,12 +3,13 @@ import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { ConfigService } from "../../gen/svc/v1/config_pb.js";
 import { IdentityService } from "../../gen/svc/v1/identity_pb.js";
 import { SecretsService } from "../../gen/svc/v1/secrets_pb.js";
+import { WebhooksService } from "../../gen/svc/v1/webhooks_pb.js";
 import { storageHealthService } from "../handlers/health-service.js";
 
 /** How a query parameter becomes a request field. */
 export interface QueryParam {
   field: string;
-  kind: "string" | "boolean" | "list";
+  kind: "string" | "boolean" | "list" | "integer";
   /** Documentation only: the RPC refuses a request without it. */
   required?: boolean;
 }
@@ -194,6 +195,78 @@ export const restRoutes: RestRoute[] = [
     errors: {
       404: "No secret of that name in the environment.",
       409: "The current configuration references the secret (`aborted`, reason `secret_in_use`; the message names the plugin).",
+    },
+  },
+
+  // Webhooks (docs/events.md).
+  {
+    method: "POST",
+    pattern: "/organization/{organization_id}/webhooks",
+    rpc: WebhooksService.method.createWebhookEndpoint,
+    body: "json",
+    errors: {
+      400: "The URL is not https (or names a loopback, private or link-local address without WEBHOOKS_ALLOW_PRIVATE_NETWORKS=true), carries credentials or a fragment, or an event type is unknown; or the organisation has 50 endpoints already.",
+    },
+  },
+  { method: "GET", pattern: "/organization/{organization_id}/webhooks", rpc: WebhooksService.method.listWebhookEndpoints, body: "none" },
+  {
+    method: "GET",
+    pattern: "/organization/{organization_id}/webhooks/{endpoint_id}",
+    rpc: WebhooksService.method.getWebhookEndpoint,
+    body: "none",
+    errors: { 404: "No such endpoint in the organisation." },
+  },
+  {
+    method: "PUT",
+    pattern: "/organization/{organization_id}/webhooks/{endpoint_id}",
+    rpc: WebhooksService.method.updateWebhookEndpoint,
+    body: "json",
+    errors: { 404: "No such endpoint in the organisation." },
+  },
+  {
+    method: "DELETE",
+    pattern: "/organization/{organization_id}/webhooks/{endpoint_id}",
+    rpc: WebhooksService.method.deleteWebhookEndpoint,
+    body: "none",
+    errors: { 404: "No such endpoint in the organisation." },
+  },
+  {
+    method: "POST",
+    pattern: "/organization/{organization_id}/webhooks/{endpoint_id}/rotate-secret",
+    rpc: WebhooksService.method.rotateWebhookSecret,
+    body: "json",
+    errors: { 404: "No such endpoint in the organisation." },
+  },
+  {
+    method: "POST",
+    pattern: "/organization/{organization_id}/webhooks/{endpoint_id}/test",
+    rpc: WebhooksService.method.sendWebhookTestEvent,
+    body: "json",
+    errors: { 400: "The endpoint is disabled (`failed_precondition`).", 404: "No such endpoint in the organisation." },
+  },
+  {
+    method: "GET",
+    pattern: "/organization/{organization_id}/webhooks/{endpoint_id}/deliveries",
+    rpc: WebhooksService.method.listWebhookDeliveries,
+    body: "none",
+    query: { page_size: { field: "page_size", kind: "integer" }, page_token: { field: "page_token", kind: "string" } },
+    errors: { 404: "No such endpoint in the organisation." },
+  },
+  {
+    method: "GET",
+    pattern: "/organization/{organization_id}/webhooks/{endpoint_id}/deliveries/{delivery_id}/attempts",
+    rpc: WebhooksService.method.listWebhookAttempts,
+    body: "none",
+    errors: { 404: "No such delivery of the endpoint." },
+  },
+  {
+    method: "POST",
+    pattern: "/organization/{organization_id}/webhooks/{endpoint_id}/deliveries/{delivery_id}/redeliver",
+    rpc: WebhooksService.method.redeliverWebhook,
+    body: "json",
+    errors: {
+      400: "The delivery is pending already, or its endpoint is disabled (`failed_precondition`).",
+      404: "No such delivery of the endpoint.",
     },
   },
 

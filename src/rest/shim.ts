@@ -154,6 +154,11 @@ export function createRestShim(deps: RestShimDeps) {
             throw new DomainError("invalid_argument", "malformed_request", `query parameter "${name}" must be true or false`);
           }
           init[param.field] = value === "true";
+        } else if (param.kind === "integer") {
+          if (!/^\d{1,9}$/.test(value)) {
+            throw new DomainError("invalid_argument", "malformed_request", `query parameter "${name}" must be a whole number`);
+          }
+          init[param.field] = Number(value);
         } else if (param.kind === "list") {
           init[param.field] = value
             .split(",")

@@ -3,6 +3,14 @@ import { closeSync, openSync, statSync, watch, type FSWatcher } from "node:fs";
 import { open, stat } from "node:fs/promises";
 import pg from "pg";
 import type { DatabaseConfig } from "../config.js";
+import {
+  isTopicName,
+  type ChangeAnnouncer,
+  type ChangeEvent,
+  type ChangeSubscriptions,
+  type Publish,
+  type Topic,
+} from "../domain/changes/topic.js";
 import type { Database, Tx } from "./database.js";
 
 /**
@@ -23,27 +31,14 @@ import type { Database, Tx } from "./database.js";
  * reads from its last known position when it subscribes and whenever it is
  * told about a gap (the listening connection was lost and re-established).
  */
-export type ChangeEvent = { kind: "message"; payload: string } | { kind: "gap" };
+/** A notification as the feed carries it: a topic's payload, or a gap. */
+type RawEvent = { kind: "message"; payload: string } | { kind: "gap" };
 
-export interface ChangeSubscription {
-  /** Resolves once notifications are being received (LISTEN done). */
-  ready: Promise<void>;
-  /**
-   * True while every notification of the topic reaches this subscriber: LISTEN
-   * is done and the connection has not been lost since (after a loss, true
-   * again once the gap has been delivered). Caches that trust notifications
-   * consult it.
-   */
-  live(): boolean;
-  close(): void;
-}
+export type { ChangeEvent, ChangeSubscription, Publish, Topic } from "../domain/changes/topic.js";
 
-export type Notify = (topic: string, payload: string) => void;
-
-export interface ChangeFeed {
-  /** Runs fn in one transaction; what it notifies reaches subscribers once, and only if, it commits. */
-  transaction<T>(fn: (tx: Tx, notify: Notify) => Promise<T>): Promise<T>;
-  subscribe(topic: string, listener: (event: ChangeEvent) => void): ChangeSubscription;
+export interface ChangeFeed extends ChangeSubscriptions, ChangeAnnouncer {
+  /** Runs fn in one transaction; what it publishes reaches subscribers once, and only if, it commits. */
+  transaction<T>(fn: (tx: Tx, publish: Publish) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -53,19 +48,32 @@ export interface ChangeFeedDeps {
   logger?: { warn(object: object, message: string): void };
 }
 
-const topicPattern = /^[a-z][a-z0-9_]{0,39}$/;
 /** PostgreSQL refuses NOTIFY payloads of 8000 bytes or more. */
 const maxPayloadBytes = 7_999;
 
 function checkTopic(topic: string): void {
-  if (!topicPattern.test(topic)) throw new Error(`change feed topic "${topic}" must match ${topicPattern}`);
+  if (!isTopicName(topic)) throw new Error(`change feed topic "${topic}" is not a topic name`);
+}
+
+/** A raw listener that decodes the topic's payloads; one that does not decode is heard as a gap. */
+function decoding<T>(topic: Topic<T>, listener: (event: ChangeEvent<T>) => void): Listener {
+  return (event) => {
+    if (event.kind === "gap") return listener(event);
+    const value = topic.decode(event.payload);
+    listener(value === undefined ? { kind: "gap" } : { kind: "message", value });
+  };
+}
+
+/** The publish function of one transaction: queues each notification as its topic encodes it. */
+function publisher(queue: (topic: string, payload: string, local: boolean) => void): Publish {
+  return (topic, value) => queue(topic.name, topic.encode(value), topic.localWhenFollowed === true);
 }
 
 export function createChangeFeed(deps: ChangeFeedDeps): ChangeFeed {
   return deps.config.provider === "postgresql" ? createPostgresFeed(deps, deps.config.url) : createLocalFeed(deps, deps.config.file);
 }
 
-type Listener = (event: ChangeEvent) => void;
+type Listener = (event: RawEvent) => void;
 
 interface LocalHub {
   feeds: number;
@@ -166,7 +174,7 @@ function tailNotices(
         for (const line of text.subarray(0, end).toString("utf8").split("\n")) {
           const notice = parseNotice(line);
           if (notice === undefined) unreadable = true;
-          else if (notice.o !== noticeOrigin && topicPattern.test(notice.t)) onNotice(notice.t, notice.p);
+          else if (notice.o !== noticeOrigin && isTopicName(notice.t)) onNotice(notice.t, notice.p);
         }
         if (unreadable) onGap();
       } while (again && !stopped);
@@ -218,30 +226,41 @@ function createLocalFeed(deps: ChangeFeedDeps, file: string): ChangeFeed {
   }
   hub.feeds++;
   const shared = hub;
-  const dispatch = (topic: string, event: ChangeEvent) => {
+  const dispatch = (topic: string, event: RawEvent) => {
     for (const listener of [...(shared.topics.get(topic) ?? [])]) deliver(listener, event, deps);
   };
   const mine = new Set<{ topic: string; listener: Listener }>();
   let closed = false;
   return {
     async transaction(fn) {
-      const pending: { topic: string; payload: string }[] = [];
+      const pending: { topic: string; payload: string; local: boolean }[] = [];
       const result = await deps.database.transaction((tx) =>
-        fn(tx, (topic, payload) => {
-          checkTopic(topic);
-          pending.push({ topic, payload });
-        }),
+        fn(
+          tx,
+          publisher((topic, payload, local) => {
+            checkTopic(topic);
+            pending.push({ topic, payload, local });
+          }),
+        ),
       );
       if (pending.length === 0) return result;
       for (const { topic, payload } of pending) dispatch(topic, { kind: "message", payload });
-      // For the other processes on this file. The change is committed: a notice that cannot be written is
-      // only late (subscribers re-read everything now and then), never a reason to fail the write.
-      await appendNotices(file, pending).catch((error: unknown) =>
+      // For the other processes on this file, but for what this process follows itself and needs to tell no other
+      // (Topic.localWhenFollowed). The change is committed: a notice that cannot be written is only late
+      // (subscribers re-read everything now and then), never a reason to fail the write.
+      const notices = pending.filter(({ topic, local }) => !local || (shared.topics.get(topic)?.size ?? 0) === 0);
+      if (notices.length === 0) return result;
+      await appendNotices(file, notices).catch((error: unknown) =>
         deps.logger?.warn({ err: error }, "the change feed could not write its notice file: other processes learn of the change late"),
       );
       return result;
     },
-    subscribe(topic, listener) {
+    announce(topic, value) {
+      return this.transaction(async (_tx, publish) => publish(topic, value));
+    },
+    subscribe(typed, typedListener) {
+      const topic = typed.name;
+      const listener = decoding(typed, typedListener);
       checkTopic(topic);
       shared.tail ??= tailNotices(
         file,
@@ -279,7 +298,7 @@ function createLocalFeed(deps: ChangeFeedDeps, file: string): ChangeFeed {
   };
 }
 
-function deliver(listener: Listener, event: ChangeEvent, deps: ChangeFeedDeps): void {
+function deliver(listener: Listener, event: RawEvent, deps: ChangeFeedDeps): void {
   try {
     listener(event);
   } catch (error) {
@@ -301,7 +320,7 @@ function createPostgresFeed(deps: ChangeFeedDeps, url: string): ChangeFeed {
 
   const channelOf = (topic: string) => `gatehouse_${topic}`;
 
-  function dispatch(topic: string, event: ChangeEvent): void {
+  function dispatch(topic: string, event: RawEvent): void {
     for (const listener of [...(topics.get(topic) ?? [])]) deliver(listener, event, deps);
   }
 
@@ -381,17 +400,25 @@ function createPostgresFeed(deps: ChangeFeedDeps, url: string): ChangeFeed {
     async transaction(fn) {
       return deps.database.transaction(async (tx) => {
         const pending: { topic: string; payload: string }[] = [];
-        const result = await fn(tx, (topic, payload) => {
-          checkTopic(topic);
-          if (Buffer.byteLength(payload) > maxPayloadBytes) throw new Error(`change feed payload over ${maxPayloadBytes} bytes`);
-          pending.push({ topic, payload });
-        });
+        const result = await fn(
+          tx,
+          publisher((topic, payload, _local) => {
+            checkTopic(topic);
+            if (Buffer.byteLength(payload) > maxPayloadBytes) throw new Error(`change feed payload over ${maxPayloadBytes} bytes`);
+            pending.push({ topic, payload });
+          }),
+        );
         // NOTIFY inside the transaction: PostgreSQL sends it at commit, never on rollback.
         for (const { topic, payload } of pending) await tx.$executeRaw`SELECT pg_notify(${channelOf(topic)}, ${payload})`;
         return result;
       });
     },
-    subscribe(topic, listener) {
+    announce(topic, value) {
+      return this.transaction(async (_tx, publish) => publish(topic, value));
+    },
+    subscribe(typed, typedListener) {
+      const topic = typed.name;
+      const listener = decoding(typed, typedListener);
       checkTopic(topic);
       if (closed) throw new Error("the change feed is closed");
       const listeners = topics.get(topic) ?? new Set();

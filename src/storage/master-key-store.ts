@@ -1,29 +1,10 @@
 import { empty, join, raw, sqltag as sql, type Sql } from "@prisma/client/runtime/client";
+import type { WrappedCount, WrappedKind, MasterKeyStore, WrappedRow } from "../domain/master-key/master-key-store.js";
+import { wrappedKinds } from "../domain/master-key/master-key-store.js";
 import type { Db, Tx } from "./database.js";
 
-/** The kinds of rows that hold values wrapped by the master key. */
-export type WrappedKind = "secret_keyring" | "previous_sealing_key" | "session_signing_key" | "legacy_signing_key" | "system_value";
-
-/** One row's wrapped values, with what names them in the associated data. */
-export interface WrappedRow {
-  kind: WrappedKind;
-  /** The row's primary key, in the table's key order. */
-  key: string[];
-  /** Further columns the values' purposes name (a session signing key's organisation). */
-  context: string[];
-  /** The master key that wrapped the values; null: wrapped before ids were recorded. */
-  masterKeyId: string | null;
-  /** Each wrapped column's bytes. */
-  values: Record<string, Buffer>;
-}
-
-/** Rows and wrapped values per kind and master key. */
-export interface WrappedCount {
-  kind: WrappedKind;
-  masterKeyId: string | null;
-  rows: number;
-  values: number;
-}
+export type { WrappedCount, WrappedKind, MasterKeyStore, WrappedRow } from "../domain/master-key/master-key-store.js";
+export { wrappedKinds } from "../domain/master-key/master-key-store.js";
 
 interface WrappedTable {
   table: string;
@@ -44,6 +25,7 @@ const tables: Record<WrappedKind, WrappedTable> = {
   previous_sealing_key: { table: "PreviousSealingKey", key: ["organizationId", "keyId"], columns: ["privateKeyEnc"] },
   session_signing_key: { table: "SessionSigningKey", key: ["id"], context: ["organizationId"], columns: ["privateKeyEnc"] },
   legacy_signing_key: { table: "SigningKey", key: ["id"], columns: ["privateKeyEnc"] },
+  webhook_endpoint: { table: "WebhookEndpoint", key: ["id"], context: ["organizationId"], columns: ["secretsEnc"] },
   system_value: {
     table: "SystemState",
     key: ["key"],
@@ -53,31 +35,12 @@ const tables: Record<WrappedKind, WrappedTable> = {
   },
 };
 
-export const wrappedKinds = Object.keys(tables) as WrappedKind[];
-
 const quoted = (name: string) => raw(`"${name}"`);
 const list = (names: string[]) => raw(names.map((name) => `"${name}"`).join(", "));
 
 /** masterKeyId equals `id`, or both are null: the same on SQLite and PostgreSQL. */
 function sameMasterKey(id: string | null): Sql {
   return id === null ? sql`"masterKeyId" IS NULL` : sql`"masterKeyId" = ${id}`;
-}
-
-/**
- * The rows that hold values wrapped by the master key, read and written for a
- * master-key rotation: counted per master key, listed in key order after a
- * cursor (a keyset, so each batch is an index range, not a scan), and each
- * replaced only while it still holds what was read (a compare-and-set, so a
- * row another writer changed meanwhile is left as that writer made it). Identifiers come from the fixed table above, never from input.
- */
-export interface MasterKeyStore {
-  countWrapped(): Promise<WrappedCount[]>;
-  /** Up to `limit` rows of a kind not under `currentId` (under another key or none), after `after` in key order. */
-  listNotUnder(kind: WrappedKind, currentId: string, limit: number, after?: string[]): Promise<WrappedRow[]>;
-  /** One row of a kind under no recorded key, to check that a key of the ring opens it. */
-  sampleUnrecorded(kind: WrappedKind): Promise<WrappedRow | null>;
-  /** Replaces the row's values and its master key id, if it still holds what was read; false when it changed meanwhile. */
-  rewrap(row: WrappedRow, values: Record<string, Buffer>, masterKeyId: string): Promise<boolean>;
 }
 
 export function createMasterKeyStore(db: Db | Tx): MasterKeyStore {

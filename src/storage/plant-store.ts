@@ -1,22 +1,7 @@
 import type { Db, Tx } from "./database.js";
 import { uniquely } from "./errors.js";
-
-export interface PlantRecord {
-  organizationId: string;
-  /** int64, kept exactly (BIGINT on both providers). */
-  id: bigint;
-  identityId: string;
-  name: string;
-  tag: string | null;
-  createdAt: Date;
-}
-
-/** The sample API's plants, per organisation. */
-export interface PlantStore {
-  /** Stores a plant; already_exists (plant_id_taken) when its id is taken in the organisation. */
-  createPlant(plant: PlantRecord): Promise<void>;
-  findPlant(organizationId: string, id: bigint): Promise<PlantRecord | null>;
-}
+import type { PlantStore } from "../plants/plant-store.js";
+export type { PlantRecord, PlantStore } from "../plants/plant-store.js";
 
 export function createPlantStore(db: Db | Tx): PlantStore {
   return {

@@ -160,10 +160,27 @@ const commandPaths = [
   "secrets pull",
   "secrets delete",
   "secrets rotate-key",
+  "webhooks",
+  "webhooks create",
+  "webhooks list",
+  "webhooks rotate-secret",
+  "webhooks deliveries",
+  "webhooks redeliver",
   "run",
   "completion",
 ];
-const groups = new Set(["orgs", "keys", "operators", "consumers", "sessions", "settings", "signing-key", "master-key", "secrets"]);
+const groups = new Set([
+  "orgs",
+  "keys",
+  "operators",
+  "consumers",
+  "sessions",
+  "settings",
+  "signing-key",
+  "master-key",
+  "secrets",
+  "webhooks",
+]);
 
 describe("help", () => {
   test.each(commandPaths)("gatehouse %s --help, -h and help give the command's own help with examples", (path) => {
@@ -193,6 +210,7 @@ describe("help", () => {
         "signing-key",
         "master-key",
         "secrets",
+        "webhooks",
         "run",
         "completion",
       ])
@@ -385,6 +403,7 @@ describe("gatehouse completion", () => {
       "signing-key",
       "master-key",
       "secrets",
+      "webhooks",
       "run",
       "completion",
       "help",

@@ -146,6 +146,7 @@ describe("import (PUT /organization/{id}/config)", () => {
       updated: [],
       deleted: [],
       unchanged: 0,
+      warnings: [],
     });
   });
 
@@ -153,7 +154,15 @@ describe("import (PUT /organization/{id}/config)", () => {
     const org = await freshOrganization();
     await putOk(org, base);
     const before = await exportOf(org);
-    expect(await putOk(org, base)).toEqual({ revision: 1, applied: true, created: [], updated: [], deleted: [], unchanged: 5 });
+    expect(await putOk(org, base)).toEqual({
+      revision: 1,
+      applied: true,
+      created: [],
+      updated: [],
+      deleted: [],
+      unchanged: 5,
+      warnings: [],
+    });
     expect(await putOk(org, base, { strict: true })).toEqual({
       revision: 1,
       applied: true,
@@ -161,6 +170,7 @@ describe("import (PUT /organization/{id}/config)", () => {
       updated: [],
       deleted: [],
       unchanged: 5,
+      warnings: [],
     });
     expect(await exportOf(org)).toEqual(before);
   });
@@ -188,6 +198,7 @@ routes:
       updated: ["routes/list-plants"],
       deleted: [],
       unchanged: 0,
+      warnings: [],
     });
     const { yaml } = await exportOf(org);
     expect(yaml).toContain("  - name: create-plant\n    domains: [api.example.com]\n");
@@ -212,6 +223,7 @@ routes:
       updated: [],
       deleted: ["domains/api.example.com", "plugins/rl-default", "rules/block-bots", "routes/create-plant"],
       unchanged: 1,
+      warnings: [],
     });
     expect((await exportOf(org)).yaml).toBe(
       "version: 1\ndomains: []\nupstreams: []\nplugins: []\nrules: []\nroutes:\n  - name: list-plants\n    path: /plants\n    methods: [GET]\n    upstream: http://127.0.0.1:8081\n",
@@ -321,6 +333,7 @@ describe("dry run", () => {
       updated: ["routes/list-plants"],
       deleted: ["domains/api.example.com", "plugins/rl-default", "rules/block-bots", "routes/create-plant"],
       unchanged: 0,
+      warnings: [],
     });
     expect(await exportOf(org)).toEqual(before);
   });

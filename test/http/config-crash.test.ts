@@ -3,12 +3,14 @@ import { readConfigDocument } from "../../src/domain/config/read-config-document
 import { renderConfigDocument } from "../../src/domain/config/render-config-document.js";
 import { largeDocument } from "../support/config-documents.js";
 import { isBuilt, spawnServer, type ServerProcess } from "../support/config-process.js";
-import { createTestDatabase, untilOtherSessionsEnd, type TestDatabase } from "../support/database.js";
+import { createTestDatabase, openTestDatabase, untilOtherSessionsEnd, type TestDatabase } from "../support/database.js";
 
 /**
  * A process killed (kill -9) in the middle of a 10,000-route import leaves the
  * previous state intact: after a restart the configuration is entirely the
- * old one or entirely the new one, with a history that agrees.
+ * old one or entirely the new one, with a history that agrees, and with a
+ * config.applied event for each revision and none for an import that did not
+ * commit (docs/events.md, "Guarantees": the event is written in the change's transaction).
  */
 const rounds = 3;
 let db: TestDatabase;
@@ -24,6 +26,17 @@ afterAll(async () => {
 });
 
 const env = () => ({ DATABASE_URL: db.url, GATEHOUSE_DATA_DIR: db.dataDir });
+
+/** The revisions of the config.applied events recorded in the outbox, in order. */
+async function appliedEvents(): Promise<number[]> {
+  const database = await openTestDatabase(db);
+  try {
+    const rows = await database.client.event.findMany({ where: { type: "config.applied" }, orderBy: { createdAt: "asc" } });
+    return rows.map((row) => (JSON.parse(row.payload) as { data: { revision: number } }).data.revision).sort((a, b) => a - b);
+  } finally {
+    await database.close();
+  }
+}
 
 /** What export writes once the document is the whole configuration. */
 function exportOf(document: string): string {
@@ -103,6 +116,8 @@ test("kill -9 during a 10,000-route import: after restart the state is entirely 
     // An import that answered 200 is durable.
     if (answer === "answered 200") expect(now.yaml).toBe(expectedNew);
     expect(await latestRecorded(server.url, organizationId, apiKey)).toBe(now.revision);
+    // One event per committed revision, none for the import the kill cut short.
+    expect(await appliedEvents()).toEqual(Array.from({ length: now.revision }, (_, i) => i + 1));
     previous = now;
   }
   process.stdout.write(`config crash test (import took ${importMs} ms):\n  ${outcomes.join("\n  ")}\n`);

@@ -538,7 +538,7 @@ routes:
     max_body_bytes: 1048576
 `);
     const plan = await applyOk(server, key, first.yaml, { strict: true });
-    expect(plan).toEqual({ revision: first.revision, applied: true, created: [], updated: [], deleted: [], unchanged: 3 });
+    expect(plan).toEqual({ revision: first.revision, applied: true, created: [], updated: [], deleted: [], unchanged: 3, warnings: [] });
     expect(await exportOk(server, key)).toEqual(first);
   });
 

@@ -5,7 +5,7 @@ import { hashToken } from "../../src/crypto/tokens.js";
 import { addVirtualAuthenticator, launchBrowser, type TestBrowser } from "../support/browser.js";
 import { applyOk, exportOk } from "../support/config-documents.js";
 import { screenshot, unlabelledControls } from "../support/dashboard-screenshots.js";
-import { issueOperatorSignInLink } from "../../src/dashboard/operators/operator-sign-in-links.js";
+import { issueOperatorSignInLink } from "../../src/composition/operator-links.js";
 import {
   addMember,
   buildDashboardUi,
@@ -22,6 +22,7 @@ import { gatewayAdmin, muteGatewayHangUps, watchGateway } from "../support/gatew
 import { callIdentity, goodPassword, postRest } from "../support/identity-client.js";
 import { openPasskeyPage, sdkIn, signedIn } from "../support/passkey-browser.js";
 import { secretsApi } from "../support/secrets-client.js";
+import { startWebhookReceiver, verifyDelivery } from "../support/webhook-receiver.js";
 
 /**
  * The dashboard in a real headless Chromium, as an operator uses it: each
@@ -73,7 +74,8 @@ describe("the dashboard in a real browser", () => {
   beforeAll(async () => {
     buildDashboardUi();
     // localhost, not 127.0.0.1: passkeys need a host name as their relying-party ID.
-    server = await startDashboardServer({ publicHost: "localhost" });
+    // Private networks allowed: the webhooks test's receiver listens on this machine.
+    server = await startDashboardServer({ publicHost: "localhost", env: { WEBHOOKS_ALLOW_PRIVATE_NETWORKS: "true" } });
     org = server.credentials.organization_id;
     browser = await launchBrowser();
     context = await browser.newContext();
@@ -295,6 +297,53 @@ describe("the dashboard in a real browser", () => {
     expect(await page.content()).not.toContain(consumerKey);
     watcher.close();
     await admin.close();
+  });
+
+  test("webhooks: an endpoint's secret is shown once, a test event arrives signed with it, its attempt is listed and it is sent again", async () => {
+    const receiver = await startWebhookReceiver();
+    try {
+      await nav("Webhooks").click();
+      await page.getByRole("heading", { name: "Webhooks", level: 1 }).waitFor();
+      await page.getByText("No webhook endpoints yet.").waitFor();
+      // A URL the platform refuses is explained next to the field.
+      await page.getByLabel("URL").fill("ftp://example.com/hook");
+      await page.getByRole("button", { name: "Add endpoint" }).click();
+      await page.getByText("must be an absolute https or http URL").waitFor();
+
+      await page.getByLabel("URL").fill(`${receiver.url}/dashboard`);
+      await page.getByLabel("Description").fill("billing sync");
+      await page.getByLabel("webhook.test").check();
+      await page.getByRole("button", { name: "Add endpoint" }).click();
+      const shown = page.getByTestId("new-webhook-secret");
+      await shown.waitFor();
+      const secret = ((await shown.textContent()) ?? "").trim();
+      expect(secret).toMatch(/^whsec_/);
+      await page.getByRole("link", { name: `${receiver.url}/dashboard` }).waitFor();
+      await expectAccessible();
+      await screenshot(page, "05b-webhooks");
+
+      await page.getByRole("button", { name: `Send a test event to ${receiver.url}/dashboard` }).click();
+      const [delivered] = await receiver.until(1, (d) => d.path === "/dashboard");
+      expect(verifyDelivery(secret, delivered!)).toMatchObject({ type: "webhook.test" });
+
+      // The endpoint's page: the delivery with its status, its attempt's answer and timing, and "Send again".
+      await page.getByRole("link", { name: `${receiver.url}/dashboard` }).click();
+      await page.getByRole("heading", { name: "Webhook endpoint", level: 1 }).waitFor();
+      const row = page.getByRole("row", { name: /webhook\.test/ });
+      await row.getByText("delivered").waitFor();
+      expect(await row.getByRole("cell").nth(3).textContent()).toMatch(/^200 in \d+ ms$/);
+      await row.getByRole("button", { name: "Attempts" }).click();
+      await page.getByRole("heading", { name: /^Attempts of webhook\.test/ }).waitFor();
+      await page.getByRole("button", { name: `Send ${delivered!.id} again` }).click();
+      await page.getByText(`webhook.test ${delivered!.id} is being sent again.`).waitFor();
+      const copies = await receiver.until(2, (d) => d.path === "/dashboard");
+      expect(copies[1]?.id).toBe(delivered!.id);
+      expect(await page.content()).not.toContain(secret);
+      await expectAccessible();
+      await screenshot(page, "05c-webhook-endpoint");
+    } finally {
+      await receiver.close();
+    }
   });
 
   test("the identity keys page shows prefixes and rotates the publishable key once", async () => {

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { DashboardService } from "../../gen/svc/v1/dashboard_pb.js";
 import { DashboardAuthService } from "../../gen/svc/v1/dashboard_auth_pb.js";
 import { hashToken } from "../../src/crypto/tokens.js";
-import { issueOperatorSignInLink } from "../../src/dashboard/operators/operator-sign-in-links.js";
+import { issueOperatorSignInLink } from "../../src/composition/operator-links.js";
 import { createTenancyStore } from "../../src/storage/tenancy-store.js";
 import {
   addPasskey,

@@ -138,18 +138,13 @@ describeBuilt("changes written straight to the database by another process", () 
 
     // What `gatehouse consumers revoke` does: the domain function over the store, announcing through the database.
     const script = `
-      const { openDatabase } = await import(${JSON.stringify(join(process.cwd(), "dist/src/storage/database.js"))});
-      const { createChangeFeed } = await import(${JSON.stringify(join(process.cwd(), "dist/src/storage/change-feed.js"))});
-      const { gatewayCredentialsFor } = await import(${JSON.stringify(join(process.cwd(), "dist/src/handlers/gateway-service.js"))});
-      const config = process.env.DATABASE_URL.startsWith("postgres")
-        ? { provider: "postgresql", url: process.env.DATABASE_URL }
-        : { provider: "sqlite", file: process.env.SQLITE_FILE };
-      const database = await openDatabase(config);
-      const changeFeed = createChangeFeed({ database, config });
-      const credentials = gatewayCredentialsFor({ database, changeFeed, clock: () => new Date(), random: (n) => crypto.randomBytes(n), credentialsChanged: async () => {} });
-      await credentials.revokeConsumerKey(process.env.ORG, process.env.CONSUMER);
-      await changeFeed.close();
-      await database.close();
+      const { withOperatorPlatform } = await import(${JSON.stringify(join(process.cwd(), "dist/src/composition/platform.js"))});
+      const { gatewayCredentialsOf } = await import(${JSON.stringify(join(process.cwd(), "dist/src/composition/gateway.js"))});
+      const { loadConfig } = await import(${JSON.stringify(join(process.cwd(), "dist/src/config.js"))});
+      const url = process.env.DATABASE_URL.startsWith("postgres") ? process.env.DATABASE_URL : "file:" + process.env.SQLITE_FILE;
+      await withOperatorPlatform(loadConfig({ DATABASE_URL: url }), (platform) =>
+        gatewayCredentialsOf(platform).revokeConsumerKey(process.env.ORG, process.env.CONSUMER),
+      );
     `;
     const started = performance.now();
     await promisify(execFile)(process.execPath, ["--input-type=module", "-e", `import crypto from "node:crypto";\n${script}`], {

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { hashToken } from "../../src/crypto/tokens.js";
 import { cacheFileIn } from "../../src/gateway/cache-file.js";
 import type { GatewayState } from "../../src/gateway/gateway-state.js";
-import { announceGatewayChange } from "../../src/handlers/gateway-service.js";
+import { gatewayChanges } from "../../src/domain/changes/topics.js";
 import { createChangeFeed, type ChangeFeed } from "../../src/storage/change-feed.js";
 import { createIdentityStore } from "../../src/storage/identity-store.js";
 import { applyOk } from "../support/config-documents.js";
@@ -137,7 +137,7 @@ describe("the states the follower hands the data plane", () => {
     // PostgreSQL announces it by itself (a trigger); elsewhere the writer announces it.
     const third = await signInWithMagicLink(server);
     await createIdentityStore(server.app.database.client).revokeSessionsOf(org, third.identityId, null, new Date());
-    if (testProvider !== "postgresql") await announceGatewayChange({ changeFeed: feed }, org, "sessions");
+    if (testProvider !== "postgresql") await feed.announce(gatewayChanges, { organizationId: org, kind: "sessions" });
     await f.waitFor((s) => s.revokedSessions.has(third.sessionId), 5_000, "the session revoked in the store");
   });
 

@@ -28,7 +28,7 @@ test("heartbeats refresh last-seen, and a re-read every few heartbeats delivers 
     gatewayStore: store,
     configStore: createConfigStore(server.app.database.client, server.app.database.provider),
     // Deaf: no notice ever arrives.
-    subscribe: () => ({ ready: Promise.resolve(), close() {} }),
+    changes: { subscribe: () => ({ ready: Promise.resolve(), live: () => false, close() {} }) },
     signingKeys: async () => [],
     issuer: "http://issuer.test",
     clock: systemClock,

@@ -218,7 +218,7 @@ describe("the Grafana dashboard in docs/grafana", () => {
       if (panel.type === "row") continue;
       expect({ panel: panel.title, datasource: panel.datasource }).toEqual({
         panel: panel.title,
-        datasource: { type: "prometheus", uid: "${datasource}" },
+        datasource: { type: "prometheus", uid: `\${datasource}` },
       });
       expect(panel.targets?.length).toBeGreaterThan(0);
       const refIds = (panel.targets ?? []).map((target) => target.refId);

@@ -1,4 +1,4 @@
-import { issueOperatorSignInLink } from "../../src/dashboard/operators/operator-sign-in-links.js";
+import { issueOperatorSignInLink } from "../../src/composition/operator-links.js";
 import { buildDashboardUi, dashboardRpc, setUpOwner, startDashboardServer, type DashboardTestServer } from "../support/dashboard-server.js";
 import { closeAgents, reasonIn, requestFrom, type AddressedAnswer } from "../support/from-address.js";
 import { enablePasswords, goodPassword, newIdentifier, setIdentitySettings } from "../support/identity-client.js";

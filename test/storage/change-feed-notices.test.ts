@@ -3,7 +3,8 @@ import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, truncateS
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { type ChangeEvent, type ChangeFeed, createChangeFeed, noticeFileOf } from "../../src/storage/change-feed.js";
+import { defineTopic } from "../../src/domain/changes/topic.js";
+import { type ChangeFeed, createChangeFeed, noticeFileOf } from "../../src/storage/change-feed.js";
 import { type Database, openDatabase } from "../../src/storage/database.js";
 import { isBuilt } from "../support/config-process.js";
 
@@ -39,8 +40,8 @@ function feed(logger?: { warn(object: object, message: string): void }): ChangeF
 function record(on: ChangeFeed, topic: string) {
   const events: ChangeEvent[] = [];
   const waiters: (() => void)[] = [];
-  const subscription = on.subscribe(topic, (event) => {
-    events.push(event);
+  const subscription = on.subscribe(text(topic), (event) => {
+    events.push(event.kind === "gap" ? event : { kind: "message", payload: event.value });
     for (const wake of waiters.splice(0)) wake();
   });
   return {
@@ -63,6 +64,12 @@ function record(on: ChangeFeed, topic: string) {
   };
 }
 
+/** A topic whose payloads are plain text (the feed's own behaviour, whatever a topic encodes). */
+const text = (name: string) => defineTopic<string>(name, { encode: (value) => value, decode: (payload) => payload });
+
+/** What a subscriber heard, payloads as text. */
+type ChangeEvent = { kind: "message"; payload: string } | { kind: "gap" };
+
 const message = (payload: string): ChangeEvent => ({ kind: "message", payload });
 const settle = () => new Promise((resolve) => setTimeout(resolve, 1_300));
 
@@ -76,6 +83,7 @@ async function inAnotherProcess(body: string): Promise<void> {
     const config = { provider: "sqlite", file: process.env.FILE };
     const database = await openDatabase(config);
     const feed = createChangeFeed({ database, config });
+    const text = (name) => ({ name, encode: (value) => value, decode: (payload) => payload });
     ${body}
     await feed.close();
     await database.close();
@@ -89,7 +97,9 @@ describeBuilt("a commit in another process", () => {
     const config = record(here, "config");
     const secrets = record(here, "secrets");
     const started = performance.now();
-    await inAnotherProcess(`await feed.transaction(async (_tx, notify) => { notify("config", "org-1 7"); notify("config", "org-1 8"); });`);
+    await inAnotherProcess(
+      `await feed.transaction(async (_tx, notify) => { notify(text("config"), "org-1 7"); notify(text("config"), "org-1 8"); });`,
+    );
     await config.until((events) => events.length >= 2);
     const seen = performance.now();
     expect(config.events).toEqual([message("org-1 7"), message("org-1 8")]);
@@ -101,8 +111,8 @@ describeBuilt("a commit in another process", () => {
     const here = feed();
     const config = record(here, "config");
     await inAnotherProcess(`
-      await feed.transaction(async (_tx, notify) => { notify("config", "org-1 9"); throw new Error("rolled back"); }).catch(() => {});
-      await feed.transaction(async (_tx, notify) => notify("config", "org-1 10"));
+      await feed.transaction(async (_tx, notify) => { notify(text("config"), "org-1 9"); throw new Error("rolled back"); }).catch(() => {});
+      await feed.transaction(async (_tx, notify) => notify(text("config"), "org-1 10"));
     `);
     await config.until((events) => events.length >= 1);
     await settle();
@@ -114,7 +124,7 @@ describe("the notice file", () => {
   test("this process's own commits reach its subscribers once, not again from the file", async () => {
     const here = feed();
     const config = record(here, "config");
-    await here.transaction(async (_tx, notify) => notify("config", "org-1 1"));
+    await here.transaction(async (_tx, notify) => notify(text("config"), "org-1 1"));
     expect(config.events).toEqual([message("org-1 1")]);
     expect(readFileSync(noticeFileOf(file), "utf8")).toContain('"p":"org-1 1"');
     await settle();
@@ -148,7 +158,7 @@ describe("the notice file", () => {
   test("is emptied by the writer that takes it past 1 MiB", async () => {
     const here = feed();
     writeFileSync(noticeFileOf(file), `${"x".repeat(1 << 20)}\n`);
-    await here.transaction(async (_tx, notify) => notify("config", "org-1 2"));
+    await here.transaction(async (_tx, notify) => notify(text("config"), "org-1 2"));
     expect(readFileSync(noticeFileOf(file), "utf8")).toBe("");
   });
 
@@ -159,7 +169,7 @@ describe("the notice file", () => {
     // A directory where the file should be: every append fails.
     rmSync(noticeFileOf(file), { force: true });
     mkdirSync(noticeFileOf(file));
-    await expect(here.transaction(async (_tx, notify) => notify("config", "org-1 5"))).resolves.toBeUndefined();
+    await expect(here.transaction(async (_tx, notify) => notify(text("config"), "org-1 5"))).resolves.toBeUndefined();
     expect(config.events).toEqual([message("org-1 5")]);
     expect(warnings).toContain("the change feed could not write its notice file: other processes learn of the change late");
   });
@@ -170,14 +180,14 @@ describe("the notice file", () => {
     mkdirSync(noticeFileOf(file));
     const config = record(here, "config");
     expect(warnings).toContain("the change feed cannot open its notice file: changes made by other processes arrive late");
-    await here.transaction(async (_tx, notify) => notify("config", "org-1 6"));
+    await here.transaction(async (_tx, notify) => notify(text("config"), "org-1 6"));
     expect(config.events).toContainEqual(message("org-1 6"));
   });
 
   test("is not followed once every feed of the process has closed", async () => {
     const here = feed();
     const events: ChangeEvent[] = [];
-    here.subscribe("config", (event) => events.push(event));
+    here.subscribe(text("config"), (event) => events.push(event.kind === "gap" ? event : { kind: "message", payload: event.value }));
     await here.close();
     appendFileSync(noticeFileOf(file), `${JSON.stringify({ o: "another-process", t: "config", p: "org-2 6" })}\n`);
     await settle();

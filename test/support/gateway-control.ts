@@ -1,13 +1,13 @@
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { GatewayService, type WatchGatewayResponse } from "../../gen/svc/v1/gateway_pb.js";
-import { systemClock } from "../../src/domain/clock.js";
-import { systemRandom } from "../../src/crypto/tokens.js";
 import type { GatewayCredentials } from "../../src/domain/gateway/gateway-credentials.js";
 import { createFollower, type Follower, type FollowerOptions } from "../../src/gateway/follower/follower.js";
 import type { GatewayState } from "../../src/gateway/gateway-state.js";
-import { gatewayCredentialsFor } from "../../src/handlers/gateway-service.js";
-import { createChangeFeed } from "../../src/storage/change-feed.js";
+import { gatewayCredentialsOf } from "../../src/composition/gateway.js";
+import { createPlatform } from "../../src/composition/platform.js";
+import { loadConfig } from "../../src/config.js";
+import type { DatabaseConfig } from "../../src/config.js";
 import type { Database } from "../../src/storage/database.js";
 import type { TestServer } from "./server.js";
 
@@ -22,12 +22,25 @@ export function gatewayAdmin(server: Pick<TestServer, "app">): { credentials: Ga
 
 export function gatewayAdminOn(
   database: Database,
-  config: TestServer["app"]["config"]["database"],
+  config: DatabaseConfig,
   credentialsChanged: () => Promise<void>,
 ): { credentials: GatewayCredentials; close(): Promise<void> } {
-  const changeFeed = createChangeFeed({ database, config });
-  const credentials = gatewayCredentialsFor({ database, changeFeed, clock: systemClock, random: systemRandom, credentialsChanged });
-  return { credentials, close: () => changeFeed.close() };
+  // An operator command's platform over the database: a change feed of its own, no subscriptions.
+  const url = config.provider === "sqlite" ? `file:${config.file}` : config.url;
+  const { platform, close } = createPlatform({
+    config: loadConfig({ DATABASE_URL: url }),
+    database,
+    logger: { info: () => {}, warn: () => {}, error: () => {} },
+    serving: false,
+    keyring: () => {
+      throw new Error("gateway keys need no master key");
+    },
+    passwordHasher: () => {
+      throw new Error("gateway keys hash no password");
+    },
+    credentialsChanged: () => credentialsChanged(),
+  });
+  return { credentials: gatewayCredentialsOf(platform), close };
 }
 
 /** A follower whose states are recorded, with a way to wait for one. */

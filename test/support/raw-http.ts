@@ -72,7 +72,11 @@ export async function startWitness(): Promise<Witness> {
   return witness;
 }
 
-/** What came back on a raw connection, until the other side closed it or `quietMs` passed without a byte. */
+/**
+ * What came back on a raw connection, until the other side closed it or `quietMs`
+ * passed without a byte (before the first byte, `firstByteMs`: a loaded machine can
+ * take longer than `quietMs` to begin an answer).
+ */
 export interface RawExchange {
   text: string;
   /** Whether the other side closed the connection. */
@@ -86,7 +90,7 @@ export interface RawExchange {
 export function rawExchange(
   url: string,
   chunks: readonly (string | Buffer)[],
-  options: { gapMs?: number; quietMs?: number; localAddress?: string } = {},
+  options: { gapMs?: number; quietMs?: number; firstByteMs?: number; localAddress?: string } = {},
 ): Promise<RawExchange> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
@@ -101,7 +105,8 @@ export function rawExchange(
     };
     const quiet = () => {
       clearTimeout(timer);
-      timer = setTimeout(finish, options.quietMs ?? 300);
+      const quietMs = options.quietMs ?? 300;
+      timer = setTimeout(finish, text === "" ? (options.firstByteMs ?? Math.max(quietMs, 2000)) : quietMs);
     };
     socket.on("data", (chunk: Buffer) => {
       text += chunk.toString("latin1");

@@ -1,5 +1,5 @@
 import { Writable } from "node:stream";
-import { createApp, type App, type Listening } from "../../src/app.js";
+import { createApp, type App, type AppOptions, type Listening } from "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
 import type { Clock } from "../../src/domain/clock.js";
 import type { InitialCredentials } from "../../src/domain/tenancy/tenancy.js";
@@ -26,6 +26,8 @@ export interface TestServerOptions {
   db?: TestDatabase;
   /** Master key of the first instance, for a second one. */
   masterKeyBase64?: string;
+  /** The webhook delivery worker's seams (a sender, timers, jitter, lease and concurrency). */
+  webhooks?: AppOptions["webhooks"];
 }
 
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
@@ -45,6 +47,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const app = await createApp({
     config,
     ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.webhooks ? { webhooks: options.webhooks } : {}),
     logDestination: new Writable({
       write(chunk, _encoding, done) {
         logs.push(

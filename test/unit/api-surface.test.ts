@@ -2,12 +2,13 @@ import { ConfigService } from "../../gen/svc/v1/config_pb.js";
 import { GatewayService } from "../../gen/svc/v1/gateway_pb.js";
 import { IdentityService } from "../../gen/svc/v1/identity_pb.js";
 import { SecretsService } from "../../gen/svc/v1/secrets_pb.js";
+import { WebhooksService } from "../../gen/svc/v1/webhooks_pb.js";
 import { Credential } from "../../gen/svc/v1/auth_pb.js";
 import { authRuleOf } from "../../src/interceptors/auth.js";
 import { restRoutes } from "../../src/rest/routes.js";
 
 /** The API surface of CONTRACT.md, checked against the proto and the REST table. */
-const services = [ConfigService, SecretsService, IdentityService, GatewayService];
+const services = [ConfigService, SecretsService, IdentityService, GatewayService, WebhooksService];
 
 describe("auth rules", () => {
   test.each(services.flatMap((s) => s.methods.map((m) => [`${s.typeName}/${m.name}`, m] as const)))(
@@ -28,6 +29,12 @@ describe("auth rules", () => {
     for (const m of IdentityService.methods) expect(authRuleOf(m).credentials).not.toContain(Credential.API_KEY);
   });
 
+  test("webhooks need an admin: an API key or a dashboard session, never an organisation's or a gateway's key", () => {
+    for (const m of WebhooksService.methods) {
+      expect(authRuleOf(m)).toMatchObject({ credentials: [Credential.API_KEY, Credential.DASHBOARD_SESSION], role: 2 });
+    }
+  });
+
   test("identity generation and session checks are backend-only (secret key)", () => {
     for (const name of [
       "generateMagicLink",
@@ -37,6 +44,7 @@ describe("auth rules", () => {
       "validateSession",
       "revokeSession",
       "requestPasswordReset",
+      "deleteIdentity",
     ] as const) {
       expect(authRuleOf(IdentityService.method[name]).credentials.filter((c) => c !== Credential.GATEWAY_KEY)).toEqual([
         Credential.SECRET_KEY,
@@ -84,6 +92,17 @@ describe("REST paths of CONTRACT.md", () => {
     "POST /v1/identity/reset-password",
     "GET /healthz",
     "GET /readyz",
+    // WebhooksService (docs/events.md, "Endpoints").
+    "POST /organization/{organization_id}/webhooks",
+    "GET /organization/{organization_id}/webhooks",
+    "GET /organization/{organization_id}/webhooks/{endpoint_id}",
+    "PUT /organization/{organization_id}/webhooks/{endpoint_id}",
+    "DELETE /organization/{organization_id}/webhooks/{endpoint_id}",
+    "POST /organization/{organization_id}/webhooks/{endpoint_id}/rotate-secret",
+    "POST /organization/{organization_id}/webhooks/{endpoint_id}/test",
+    "GET /organization/{organization_id}/webhooks/{endpoint_id}/deliveries",
+    "GET /organization/{organization_id}/webhooks/{endpoint_id}/deliveries/{delivery_id}/attempts",
+    "POST /organization/{organization_id}/webhooks/{endpoint_id}/deliveries/{delivery_id}/redeliver",
   ];
 
   test("every documented path is in the table, once", () => {

@@ -144,7 +144,7 @@ describe("refused, with the field of the reference", () => {
 
   test("a certificate that does not cover the name: another name, a CN without subjectAltName, a wildcard domain with a certificate for one name", () => {
     expect(check("api.example.com", other.cert, other.key).violations).toEqual([
-      'domains.0.tls.certificate: the certificate (${secret:production/CERT}) does not cover "api.example.com": its DNS names are "other.example.com"',
+      `domains.0.tls.certificate: the certificate (\${secret:production/CERT}) does not cover "api.example.com": its DNS names are "other.example.com"`,
     ]);
     expect(check("api.example.com", cnOnly.cert, cnOnly.key).violations).toEqual([
       expect.stringContaining("its DNS names are none (a subject CN alone is not used)"),

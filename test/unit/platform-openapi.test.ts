@@ -252,7 +252,9 @@ describe("paths", () => {
             ? { type: "boolean" }
             : q.kind === "list"
               ? { type: "array", items: { type: "string" } }
-              : { type: "string" };
+              : q.kind === "integer"
+                ? { type: "integer", minimum: 0 }
+                : { type: "string" };
         expect(parameter.schema).toEqual(expectedSchema);
         if (q.kind === "list") expect(parameter).toMatchObject({ style: "form", explode: false });
       }

@@ -11,20 +11,8 @@ import { type OperatorStore, requireOrganization, withStore } from "../with-app.
  * beside it, so running instances and their gateways learn of it at once.
  */
 export async function withGatewayCredentials<T>(store: OperatorStore, fn: (credentials: GatewayCredentials) => Promise<T>): Promise<T> {
-  const [{ gatewayCredentialsFor }, { systemClock }, { systemRandom }] = await Promise.all([
-    import("../../handlers/gateway-credentials-for.js"),
-    import("../../domain/clock.js"),
-    import("../../crypto/tokens.js"),
-  ]);
-  return fn(
-    gatewayCredentialsFor({
-      database: store.database,
-      changeFeed: store.changeFeed(),
-      clock: systemClock,
-      random: systemRandom,
-      credentialsChanged: () => store.credentialsChanged(),
-    }),
-  );
+  const { gatewayCredentialsOf } = await import("../../composition/gateway.js");
+  return fn(gatewayCredentialsOf(store));
 }
 
 /** `gatehouse consumers create|list|revoke`: consumer keys (ck_) of the gateways' api-key-auth, on the data store directly. */

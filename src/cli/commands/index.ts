@@ -13,6 +13,7 @@ import { registerServe } from "./serve.js";
 import { registerSessions } from "./sessions.js";
 import { registerSettings } from "./settings.js";
 import { registerSigningKey } from "./signing-key.js";
+import { registerWebhooks } from "./webhooks.js";
 
 /**
  * Every command group, in the order help lists them. A new group is one file
@@ -31,6 +32,7 @@ export const commandGroups: readonly CommandGroup[] = [
   registerSigningKey,
   registerMasterKey,
   registerSecrets,
+  registerWebhooks,
   registerRun,
   registerCompletion,
 ];

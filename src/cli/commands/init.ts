@@ -1,7 +1,7 @@
 import { DomainError } from "../../domain/errors.js";
 import type { InitialCredentials } from "../../domain/tenancy/tenancy.js";
 import { type CommandGroup, examples, helpGroups } from "../program.js";
-import { withApp } from "../with-app.js";
+import { tenancyOf, withStore } from "../with-app.js";
 
 /** The first credentials, as `init` and the first `serve` print them (once). */
 export function formatCredentials(credentials: InitialCredentials): string {
@@ -32,7 +32,19 @@ export const registerInit: CommandGroup = (program, cli) => {
         "With --json: {organization_id, api_key, publishable_key, secret_key, dashboard_setup_url}.",
     )
     .action(async () => {
-      const credentials = await withApp(cli.out, "initialising the data store", (app) => app.initialize());
+      const credentials = await withStore(
+        cli.out,
+        "initialising the data store",
+        async (store) => {
+          try {
+            return await (await tenancyOf(store)).initialize();
+          } catch (error) {
+            if (error instanceof DomainError && error.reason === "already_initialized") return null;
+            throw error;
+          }
+        },
+        { masterKeys: true },
+      );
       if (!credentials) {
         throw new DomainError(
           "already_exists",

@@ -87,8 +87,7 @@ export const registerKeys: CommandGroup = (program, cli) => {
       }
       const rows = await withStore(cli.out, "reading keys", async (store) => {
         await requireOrganization(store, options.org);
-        const { createTenancyStore } = await import("../../storage/tenancy-store.js");
-        return (await createTenancyStore(store.database.client).listApiKeys(options.org)).map((k) => ({
+        return (await (await tenancyOf(store)).listApiKeys(options.org)).map((k) => ({
           id: k.id,
           name: k.name,
           prefix: k.prefix,

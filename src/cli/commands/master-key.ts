@@ -9,6 +9,7 @@ const kindLabels: Record<string, string> = {
   session_signing_key: "session signing keys",
   legacy_signing_key: "legacy signing keys",
   system_value: "system values",
+  webhook_endpoint: "webhook secrets",
 };
 
 /** The status as `--json` prints it. */
@@ -68,14 +69,10 @@ export const registerMasterKey: CommandGroup = (program, cli) => {
       '\nA previous key that wraps 0 values can be removed. With --json:\n{"current", "keys": [{"master_key_id", "state", "values", "by_kind"}]}.',
     )
     .action(async () => {
-      const { withStore, masterKeyringOf } = await import("../with-app.js");
-      const out = await withStore(cli.out, "counting wrapped values", async (store) => {
-        const [{ masterKeyStatus }, { createMasterKeyStore }] = await Promise.all([
-          import("../../domain/master-key/master-key-status.js"),
-          import("../../storage/master-key-store.js"),
-        ]);
-        return masterKeyStatus({ store: createMasterKeyStore(store.database.client), keyring: await masterKeyringOf(store.config) });
-      });
+      const { withStore } = await import("../with-app.js");
+      const out = await withStore(cli.out, "counting wrapped values", async (store) =>
+        (await import("../../composition/master-key.js")).masterKeyStatusOf(store),
+      );
       cli.out.result(statusJson(out), () => formatStatus(out));
     });
   examples(status, ["gatehouse master-key status", "gatehouse master-key status --json"]);
@@ -92,21 +89,13 @@ export const registerMasterKey: CommandGroup = (program, cli) => {
         'With --json: {"current", "rewrapped", "changed_meanwhile", "remaining", "retirable"}.',
     )
     .action(async (options: { batchSize: number }) => {
-      const { withStore, masterKeyringOf } = await import("../with-app.js");
+      const { withStore } = await import("../with-app.js");
       const meter = cli.out.meter();
       const started = Date.now();
       const done = await withStore(cli.out, "rotating the master key", async (store) => {
-        const [{ rotateMasterKey }, { createMasterKeyStore }] = await Promise.all([
-          import("../../domain/master-key/rotate-master-key.js"),
-          import("../../storage/master-key-store.js"),
-        ]);
-        return rotateMasterKey({
-          store: createMasterKeyStore(store.database.client),
-          transaction: (fn) => store.database.transaction((tx) => fn(createMasterKeyStore(tx))),
-          keyring: await masterKeyringOf(store.config),
+        const { rotateMasterKeyOf } = await import("../../composition/master-key.js");
+        return rotateMasterKeyOf(store, {
           batchSize: options.batchSize,
-          // SQLite has one writer: the servers' writes get the lock between batches.
-          yieldBetweenBatches: store.database.provider === "sqlite",
           onProgress: ({ done, total }) => {
             const seconds = (Date.now() - started) / 1000;
             meter.update(

@@ -1,6 +1,6 @@
 import { InvalidArgumentError } from "commander";
 import { type CommandGroup, examples, helpGroups } from "../program.js";
-import { withApp } from "../with-app.js";
+import { withStore } from "../with-app.js";
 
 /**
  * `gatehouse operators sign-in-link`: the recovery of an operator account, a
@@ -28,9 +28,9 @@ export const registerOperators: CommandGroup = (program, cli) => {
         "Give it only to the person of the address, over a channel you trust. Only its hash is stored.",
     )
     .action(async (options: { email: string; ttl?: number }) => {
-      const issued = await withApp(cli.out, "issuing the sign-in link", async (app) => {
-        const { issueOperatorSignInLink } = await import("../../dashboard/operators/operator-sign-in-links.js");
-        return issueOperatorSignInLink(app, { email: options.email, ...(options.ttl !== undefined ? { ttlSeconds: options.ttl } : {}) });
+      const issued = await withStore(cli.out, "issuing the sign-in link", async (store) => {
+        const { issueOperatorSignInLink } = await import("../../composition/operator-links.js");
+        return issueOperatorSignInLink(store, { email: options.email, ...(options.ttl !== undefined ? { ttlSeconds: options.ttl } : {}) });
       });
       const out = { url: issued.url, account_id: issued.accountId, expires_at: issued.expiresAt.toISOString() };
       cli.out.result(out, () => `${out.url}\n(works once, until ${out.expires_at})`);

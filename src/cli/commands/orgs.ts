@@ -29,8 +29,7 @@ export const registerOrgs: CommandGroup = (program, cli) => {
     .description("list every organisation")
     .action(async () => {
       const rows = await withStore(cli.out, "reading organisations", async (store) => {
-        const { createTenancyStore } = await import("../../storage/tenancy-store.js");
-        return (await createTenancyStore(store.database.client).listOrganizations()).map((o) => ({
+        return (await (await tenancyOf(store)).listOrganizations()).map((o) => ({
           organization_id: o.id,
           name: o.name,
           created_at: o.createdAt.toISOString(),

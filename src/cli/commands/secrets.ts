@@ -166,20 +166,26 @@ export const registerSecrets: CommandGroup = (program, cli) => {
         'With --json: {"organization_id", "key_id", "previous": [{"key_id", "retired_at", "accepted_until"}]}.',
     )
     .action(async (options: { org: string }) => {
-      const { requireOrganization, secretKeyringsOf, withStore } = await import("../with-app.js");
-      const out = await withStore(cli.out, "rotating the sealing key", async (store) => {
-        await requireOrganization(store, options.org);
-        const rotated = await (await secretKeyringsOf(store)).rotate(options.org);
-        return {
-          organization_id: options.org,
-          key_id: rotated.current.keyId,
-          previous: rotated.previous.map((key) => ({
-            key_id: key.keyId,
-            retired_at: key.retiredAt.toISOString(),
-            accepted_until: key.acceptedUntil.toISOString(),
-          })),
-        };
-      });
+      const { requireOrganization, withStore } = await import("../with-app.js");
+      const out = await withStore(
+        cli.out,
+        "rotating the sealing key",
+        async (store) => {
+          await requireOrganization(store, options.org);
+          const { secretKeyringsOf } = await import("../../composition/secrets.js");
+          const rotated = await secretKeyringsOf(store).rotate(options.org);
+          return {
+            organization_id: options.org,
+            key_id: rotated.current.keyId,
+            previous: rotated.previous.map((key) => ({
+              key_id: key.keyId,
+              retired_at: key.retiredAt.toISOString(),
+              accepted_until: key.acceptedUntil.toISOString(),
+            })),
+          };
+        },
+        { masterKeys: true },
+      );
       cli.out.result(out, () =>
         [
           `sealing key rotated: clients seal to ${out.key_id} from now on`,

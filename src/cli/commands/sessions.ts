@@ -1,11 +1,16 @@
 import { InvalidArgumentError } from "commander";
 import { notFound } from "../../domain/errors.js";
 import { isUuid } from "../../domain/identity/identifiers.js";
-import type { IdentitySessionSummaryRecord } from "../../storage/dashboard-store.js";
+import type { IdentitySessionSummaryRecord } from "../../dashboard/operators/dashboard-store.js";
 import { UsageError } from "../errors.js";
 import { formatTable } from "../format.js";
 import { type CommandGroup, examples, helpGroups } from "../program.js";
-import { type OperatorStore, requireOrganization, withApp, withStore } from "../with-app.js";
+import { type OperatorStore, requireOrganization, tenancyOf, withStore } from "../with-app.js";
+
+/** The identity domain over the command's store (announcements reach running instances and their gateways). */
+async function identityOf(store: OperatorStore) {
+  return (await import("../../composition/identity.js")).identityOf(store);
+}
 
 /** A session or identity id on the command line: a UUID (any case), else a usage error (exit 2, invalid_value). */
 function uuidArgument(raw: string): string {
@@ -21,13 +26,12 @@ function uuidArgument(raw: string): string {
  * stores' queries are; an operator's organisations are few.
  */
 async function locate<T>(
-  app: Pick<OperatorStore, "database">,
+  app: OperatorStore,
   org: string | undefined,
   find: (organizationId: string) => Promise<T | null>,
 ): Promise<{ organizationId: string; found: T } | null> {
   if (org !== undefined) await requireOrganization(app, org);
-  const { createTenancyStore } = await import("../../storage/tenancy-store.js");
-  const candidates = org !== undefined ? [org] : (await createTenancyStore(app.database.client).listOrganizations()).map((o) => o.id);
+  const candidates = org !== undefined ? [org] : (await (await tenancyOf(app)).listOrganizations()).map((o) => o.id);
   for (const organizationId of candidates) {
     const found = await find(organizationId);
     if (found !== null) return { organizationId, found };
@@ -41,13 +45,9 @@ const revokedAlready = (sessionId: string) =>
 const where = (org: string | undefined) => (org === undefined ? "" : ` in organisation ${org}`);
 
 /** Every session of an identity, newest first (the dashboard's listing, read page by page). */
-async function listSessions(
-  app: Pick<OperatorStore, "database">,
-  organizationId: string,
-  identityId: string,
-): Promise<IdentitySessionSummaryRecord[]> {
-  const { createDashboardStore } = await import("../../storage/dashboard-store.js");
-  const store = createDashboardStore(app.database.client, app.database.provider);
+async function listSessions(app: OperatorStore, organizationId: string, identityId: string): Promise<IdentitySessionSummaryRecord[]> {
+  const { dashboardDirectoryOf } = await import("../../composition/dashboard-directory.js");
+  const store = dashboardDirectoryOf(app);
   const all: IdentitySessionSummaryRecord[] = [];
   for (;;) {
     const last = all.at(-1);
@@ -79,8 +79,7 @@ export const registerSessions: CommandGroup = (program, cli) => {
     .option("--org <id>", "the identity's organisation (found from the identity when left out)")
     .action(async (options: { identity: string; org?: string }) => {
       const rows = await withStore(cli.out, "reading sessions", async (app) => {
-        const { createIdentityStore } = await import("../../storage/identity-store.js");
-        const identities = createIdentityStore(app.database.client, app.database.sql);
+        const identities = await identityOf(app);
         const located = await locate(app, options.org, (org) => identities.findIdentity(org, options.identity));
         if (located === null) throw notFound("identity_not_found", `identity ${options.identity} does not exist${where(options.org)}`);
         const { organizationId } = located;
@@ -127,13 +126,12 @@ export const registerSessions: CommandGroup = (program, cli) => {
         if (sessionId !== undefined) {
           throw new UsageError("give a session id or --identity, not both", "conflicting_options");
         }
-        const out = await withApp(cli.out, "revoking the sessions", async (app) => {
-          const { createIdentityStore } = await import("../../storage/identity-store.js");
-          const identities = createIdentityStore(app.database.client, app.database.sql);
+        const out = await withStore(cli.out, "revoking the sessions", async (app) => {
+          const identities = await identityOf(app);
           const located = await locate(app, options.org, (org) => identities.findIdentity(org, identityId));
           if (located === null) throw notFound("identity_not_found", `identity ${identityId} does not exist${where(options.org)}`);
           // The dashboard's function: an empty session id revokes every live session, announced to gateways.
-          const { revoked } = await app.identity().revokeIdentitySessions(located.organizationId, { identityId, sessionId: "" });
+          const { revoked } = await identities.revokeIdentitySessions(located.organizationId, { identityId, sessionId: "" });
           return { identity_id: identityId, revoked_sessions: revoked };
         });
         cli.out.result(out, () => `revoked ${out.revoked_sessions} session${out.revoked_sessions === 1 ? "" : "s"} of ${identityId}\n`);
@@ -142,9 +140,8 @@ export const registerSessions: CommandGroup = (program, cli) => {
       if (sessionId === undefined) {
         throw new UsageError("missing required argument 'session-id' (or give --identity <identity-id>)", "missing_argument");
       }
-      await withApp(cli.out, "revoking the session", async (app) => {
-        const { createIdentityStore } = await import("../../storage/identity-store.js");
-        const identities = createIdentityStore(app.database.client, app.database.sql);
+      await withStore(cli.out, "revoking the session", async (app) => {
+        const identities = await identityOf(app);
         const located = await locate(app, options.org, (org) => identities.findSession(org, sessionId));
         if (located === null) {
           throw notFound("session_not_found", `session ${sessionId} does not exist${where(options.org)} (see gatehouse sessions list)`);
@@ -155,7 +152,7 @@ export const registerSessions: CommandGroup = (program, cli) => {
           throw revokedAlready(sessionId);
         }
         // The dashboard's function (IdentityService.RevokeSession's too, underneath): announced to gateways.
-        const { revoked } = await app.identity().revokeIdentitySessions(organizationId, { identityId: session.identityId, sessionId });
+        const { revoked } = await identities.revokeIdentitySessions(organizationId, { identityId: session.identityId, sessionId });
         // Revoked by someone else since it was read: this command did nothing either.
         if (revoked === 0) throw revokedAlready(sessionId);
       });

@@ -59,16 +59,17 @@ function parseAssignments(assignments: readonly string[]) {
   return { patch, rotationDays, changesIdentity: identity.length > 0 };
 }
 
+/** The organisation settings domain over the command's store. */
+async function organizationSettingsOf(store: OperatorStore) {
+  return (await import("../../composition/settings.js")).organizationSettingsOf(store);
+}
+
 /** The settings as get and set print them: the identity settings in effect, then the secrets area's. */
 async function settingsOf(store: OperatorStore, organizationId: string) {
-  const [{ createIdentityStore }, { createSecretsStore }] = await Promise.all([
-    import("../../storage/identity-store.js"),
-    import("../../storage/secrets-store.js"),
-  ]);
-  const stored = await createIdentityStore(store.database.client).findSettings(organizationId);
+  const settings = await organizationSettingsOf(store);
   return {
-    ...settingsToJson(effectiveSettings(stored, store.config.publicUrl)),
-    [rotationDaysKey]: (await createSecretsStore(store.database.client).findSealingKeyRotationDays(organizationId)) ?? 0,
+    ...settingsToJson(effectiveSettings(await settings.identitySettings(organizationId), store.config.publicUrl)),
+    [rotationDaysKey]: await settings.sealingKeyRotationDays(organizationId),
   };
 }
 
@@ -109,31 +110,11 @@ export const registerSettings: CommandGroup = (program, cli) => {
       const { patch, rotationDays, changesIdentity } = parseAssignments(assignments);
       const saved = await withStore(cli.out, "saving settings", async (store) => {
         await requireOrganization(store, options.org);
-        const [{ updateIdentitySettings }, { createIdentityStore }, { createSecretsStore }, { sealingKeysTopic }, { systemClock }] =
-          await Promise.all([
-            import("../../domain/identity/update-identity-settings.js"),
-            import("../../storage/identity-store.js"),
-            import("../../storage/secrets-store.js"),
-            import("../../domain/secrets/secret-keyrings.js"),
-            import("../../domain/clock.js"),
-          ]);
-        // One transaction: every setting is saved, or (an inconsistent combination) none is.
-        await store.changeFeed().transaction(async (tx, notify) => {
-          // The identity domain's change, the dashboard's too: checked as a whole, then saved.
-          if (changesIdentity) {
-            await updateIdentitySettings({
-              store: createIdentityStore(tx),
-              clock: systemClock,
-              publicUrl: store.config.publicUrl,
-              organizationId: options.org,
-              patch,
-            });
-          }
-          if (rotationDays !== undefined) {
-            await createSecretsStore(tx).setSealingKeyRotationDays(options.org, rotationDays);
-            // Running instances forget the organisation's cached keys, and with them the old schedule.
-            notify(sealingKeysTopic, options.org);
-          }
+        // One transaction: every setting is saved, or (an inconsistent combination) none is; a new rotation schedule is
+        // announced (running instances forget the organisation's cached keys, and with them the old schedule).
+        await (await organizationSettingsOf(store)).update(options.org, {
+          ...(changesIdentity ? { identity: patch } : {}),
+          ...(rotationDays !== undefined ? { sealingKeyRotationDays: rotationDays } : {}),
         });
         return settingsOf(store, options.org);
       });

@@ -1,5 +1,5 @@
 import { type CommandGroup, examples, helpGroups } from "../program.js";
-import { withApp } from "../with-app.js";
+import { tenancyOf, withStore } from "../with-app.js";
 
 /** `gatehouse signing-key rotate`: a new key signs an organisation's session tokens from now on. */
 export const registerSigningKey: CommandGroup = (program, cli) => {
@@ -9,15 +9,20 @@ export const registerSigningKey: CommandGroup = (program, cli) => {
     .description("make a new key sign the organisation's session tokens; the old key stays in the JWKS until its last token expires")
     .requiredOption("--org <id>", "the organisation id")
     .action(async (options: { org: string }) => {
-      const out = await withApp(cli.out, "rotating the signing key", async (app) => {
-        const { organizationId, key, retired } = await app.tenancy.rotateSessionSigningKey(options.org);
-        return {
-          organization_id: organizationId,
-          kid: key.kid,
-          created_at: key.createdAt.toISOString(),
-          retired: retired.map((r) => ({ kid: r.kid, published_until: r.publishedUntil?.toISOString() ?? null })),
-        };
-      });
+      const out = await withStore(
+        cli.out,
+        "rotating the signing key",
+        async (store) => {
+          const { organizationId, key, retired } = await (await tenancyOf(store)).rotateSessionSigningKey(options.org);
+          return {
+            organization_id: organizationId,
+            kid: key.kid,
+            created_at: key.createdAt.toISOString(),
+            retired: retired.map((r) => ({ kid: r.kid, published_until: r.publishedUntil?.toISOString() ?? null })),
+          };
+        },
+        { masterKeys: true },
+      );
       cli.out.result(out, () =>
         [
           `session signing key rotated: new sessions are signed by ${out.kid}`,

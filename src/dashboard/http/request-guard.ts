@@ -52,12 +52,22 @@ export interface RequestGuardOptions {
  * looked up): every RPC of the dashboard's services, and any RPC a dashboard
  * session could authenticate, must come from a dashboard page
  * (checkSameOrigin), whatever door it came through. Other RPCs pass untouched.
+ * An RPC that takes a key as well as a dashboard session (WebhooksService) is
+ * guarded only when no `Authorization` header names a key: a request with one
+ * is authenticated by the key, never by a cookie, so nothing rides on the
+ * browser's ambient credentials, and a page of another site cannot send that
+ * header without a CORS preflight, which is never granted.
  */
 export function createRequestGuard(options: RequestGuardOptions): Interceptor {
   const expectedOrigin = new URL(options.publicUrl).origin;
   const guarded = new Set(options.services.map((service) => service.typeName));
-  const isGuarded = (req: Parameters<Parameters<Interceptor>[0]>[0]) =>
-    guarded.has(req.service.typeName) || authRuleOf(req.method).credentials.includes(Credential.DASHBOARD_SESSION);
+  const isGuarded = (req: Parameters<Parameters<Interceptor>[0]>[0]) => {
+    if (guarded.has(req.service.typeName)) return true;
+    const credentials = authRuleOf(req.method).credentials;
+    if (!credentials.includes(Credential.DASHBOARD_SESSION)) return false;
+    const takesKeys = credentials.some((credential) => credential !== Credential.DASHBOARD_SESSION);
+    return !takesKeys || (req.header.get("authorization") ?? "").trim() === "";
+  };
   return (next) => (req) => {
     if (isGuarded(req)) {
       const refused = checkSameOrigin(req.header, expectedOrigin);

@@ -1,4 +1,4 @@
-import type { DashboardStore } from "../../storage/dashboard-store.js";
+import type { DashboardStore } from "./dashboard-store.js";
 
 /**
  * Ends every credential of an operator account that someone other than the

@@ -4,8 +4,8 @@ import type { Clock } from "../../domain/clock.js";
 import { DomainError, invalidArgument, type Violation } from "../../domain/errors.js";
 import type { PasswordHasher } from "../../domain/identity/password-hasher.js";
 import { checkNewPassword } from "../../domain/identity/password-policy.js";
-import type { InvitationRecord } from "../../storage/dashboard-store.js";
-import type { Role } from "../../storage/tenancy-store.js";
+import type { InvitationRecord } from "./dashboard-store.js";
+import type { Role } from "../../domain/tenancy/tenancy-store.js";
 import { endAccountCredentials } from "./end-account-credentials.js";
 import type { MembersTransactionStores } from "./members.js";
 import type { OperatorSessions, SignedIn, StartedSession } from "./operator-sessions.js";
@@ -161,10 +161,14 @@ export function createInvitations(deps: InvitationsDeps) {
         expiresAt,
       };
       try {
-        await deps.transaction(async ({ dashboard }) => {
+        await deps.transaction(async ({ dashboard, events }) => {
           if (await dashboard.isMemberByEmail(organizationId, email)) throw alreadyMember();
           const { invitedBy: _derived, ...row } = invitation;
           await dashboard.createInvitation({ ...row, tokenHash });
+          await events.record(organizationId, {
+            type: "member.invited",
+            data: { invitation_id: invitation.id, email, role, invited_by: invitedById },
+          });
         });
       } catch (error) {
         if (error instanceof DomainError && error.reason === "invitation_exists") {
@@ -247,7 +251,7 @@ export function createInvitations(deps: InvitationsDeps) {
       if (!invitation) throw invitationNotValid();
       const passwordHash = await deps.hasher.hash(input.password);
       await deps.sessions.purgeExpired();
-      return deps.transaction(async ({ dashboard, tenancy }) => {
+      return deps.transaction(async ({ dashboard, tenancy, events }) => {
         const now = deps.clock();
         if (!(await dashboard.spendInvitation(invitation.id, hashToken(token), now))) throw invitationNotValid();
         const existing = await dashboard.findAccountByEmail(invitation.email);
@@ -273,6 +277,10 @@ export function createInvitations(deps: InvitationsDeps) {
           accountId = existing.id;
         }
         await tenancy.addMembership({ organizationId: invitation.organizationId, accountId, role: invitation.role });
+        await events.record(invitation.organizationId, {
+          type: "member.joined",
+          data: { account_id: accountId, email: invitation.email, role: invitation.role },
+        });
         const session = await deps.sessions.startVerified(dashboard, accountId);
         return { ...session, organizationId: invitation.organizationId };
       });
@@ -303,7 +311,7 @@ export function createInvitations(deps: InvitationsDeps) {
       if (await deps.store.findMember(invitation.organizationId, account.id)) throw memberExists(invitation.organizationName);
       const expected = await deps.sessions.confirmPassword(account, input.currentPassword, input.clientAddress);
       const passwordHash = await deps.hasher.hash(input.newPassword, deps.sessions.hashingClientOf(input.clientAddress));
-      return deps.transaction(async ({ dashboard, tenancy }) => {
+      return deps.transaction(async ({ dashboard, tenancy, events }) => {
         const now = deps.clock();
         // Spent first: a concurrent use of the token waits here for the first
         // to finish and then finds nothing, so it answers as any spent token.
@@ -315,6 +323,10 @@ export function createInvitations(deps: InvitationsDeps) {
         await dashboard.setPasswordHash(account.id, passwordHash);
         await endAccountCredentials(dashboard, account.id, { at: now, keepSessionId: signedIn.sessionId });
         await tenancy.addMembership({ organizationId: invitation.organizationId, accountId: account.id, role: invitation.role });
+        await events.record(invitation.organizationId, {
+          type: "member.joined",
+          data: { account_id: account.id, email: invitation.email, role: invitation.role },
+        });
         return { organizationId: invitation.organizationId, name: invitation.organizationName, role: invitation.role };
       });
     },

@@ -1,7 +1,8 @@
 import type { Clock } from "../../domain/clock.js";
 import { DomainError, invalidArgument } from "../../domain/errors.js";
-import type { DashboardStore, MemberRecord } from "../../storage/dashboard-store.js";
-import type { Role, TenancyStore } from "../../storage/tenancy-store.js";
+import type { EventLog } from "../../domain/events/event-log.js";
+import type { DashboardStore, MemberRecord } from "./dashboard-store.js";
+import type { Role, TenancyStore } from "../../domain/tenancy/tenancy-store.js";
 import { endAccountCredentials } from "./end-account-credentials.js";
 import { keysetOf, type PageRequest } from "./paging.js";
 
@@ -9,6 +10,8 @@ import { keysetOf, type PageRequest } from "./paging.js";
 export interface MembersTransactionStores {
   dashboard: DashboardStore;
   tenancy: Pick<TenancyStore, "addMembership">;
+  /** Records the change's events in the transaction (docs/events.md). */
+  events: EventLog;
 }
 
 export interface MembersDeps {
@@ -64,11 +67,12 @@ export function createMembers(deps: MembersDeps) {
      * account left without any organisation is disabled, signed out and loses its passkeys.
      */
     async remove(organizationId: string, accountId: string): Promise<void> {
-      await deps.transaction(async ({ dashboard }) => {
+      await deps.transaction(async ({ dashboard, events }) => {
         await dashboard.lockOrganization(organizationId);
         const member = await requireMember(dashboard, organizationId, accountId);
         if (member.role === "admin" && (await dashboard.countAdmins(organizationId)) <= 1) throw lastAdmin();
         await dashboard.removeMembership(organizationId, accountId);
+        await events.record(organizationId, { type: "member.removed", data: { account_id: accountId, email: member.email } });
         // Nor does a removed one: an invitation link they kept could otherwise bring them back.
         await dashboard.deleteInvitationsBy(organizationId, accountId);
         if ((await dashboard.countMembershipsOf(accountId)) === 0) {

@@ -21,12 +21,7 @@ import {
   verifyPasskeyRegistration,
   type RefusalReason,
 } from "../../domain/passkeys/verify-passkey-response.js";
-import type {
-  DashboardStore,
-  OperatorChallengeKind,
-  OperatorChallengeRecord,
-  OperatorPasskeyRecord,
-} from "../../storage/dashboard-store.js";
+import type { DashboardStore, OperatorChallengeKind, OperatorChallengeRecord, OperatorPasskeyRecord } from "./dashboard-store.js";
 import type { OperatorSessions, SignedIn, StartedSession } from "./operator-sessions.js";
 
 /** The most passkeys one operator account may hold (as for an identity). */

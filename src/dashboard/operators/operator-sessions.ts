@@ -17,9 +17,9 @@ import {
 import { isOwnerPlaceholderEmail } from "../../domain/tenancy/tenancy.js";
 import type { Principal } from "../../interceptors/auth.js";
 import { clientBucketOf } from "../../server/client-address.js";
-import type { DashboardStore, OperatorAccountRecord, OperatorSessionRecord } from "../../storage/dashboard-store.js";
-import type { IdentityStore } from "../../storage/identity-store.js";
-import type { Role } from "../../storage/tenancy-store.js";
+import type { DashboardStore, OperatorAccountRecord, OperatorSessionRecord } from "./dashboard-store.js";
+import type { IdentityStore } from "../../domain/identity/identity-store.js";
+import type { Role } from "../../domain/tenancy/tenancy-store.js";
 
 /** How long a dashboard session lasts without a request, and at most. */
 export interface SessionLifetimes {

@@ -1,10 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { hashToken, newOpaqueToken, systemRandom, type RandomSource } from "../../crypto/tokens.js";
-import { systemClock, type Clock } from "../../domain/clock.js";
+import type { Clock } from "../../domain/clock.js";
 import { DomainError, invalidArgument, type Violation } from "../../domain/errors.js";
-import type { Database } from "../../storage/database.js";
-import { createDashboardStore, type DashboardStore } from "../../storage/dashboard-store.js";
-import { createSignInLinkStore, type SignInLinkStore } from "../../storage/sign-in-link-store.js";
+import type { DashboardStore } from "./dashboard-store.js";
+import type { SignInLinkStore } from "./sign-in-link-store.js";
 import { endAccountCredentials } from "./end-account-credentials.js";
 import { readEmail, type OperatorSessions, type StartedSession } from "./operator-sessions.js";
 
@@ -130,32 +129,3 @@ export function createOperatorSignInLinks(deps: OperatorSignInLinksDeps) {
 }
 
 export type OperatorSignInLinks = ReturnType<typeof createOperatorSignInLinks>;
-
-/** The links of one data store (what create-dashboard wires and the operator command uses). */
-export function operatorSignInLinksOf(
-  database: Database,
-  options: { publicUrl: string; clock?: Clock; random?: RandomSource },
-): OperatorSignInLinks {
-  const storeOf = (db: Parameters<typeof createDashboardStore>[0]) => createDashboardStore(db, database.provider);
-  return createOperatorSignInLinks({
-    links: createSignInLinkStore(database.client),
-    accounts: storeOf(database.client),
-    transaction: (fn) => database.transaction((tx) => fn({ links: createSignInLinkStore(tx), dashboard: storeOf(tx) })),
-    clock: options.clock ?? systemClock,
-    ...(options.random ? { random: options.random } : {}),
-    publicUrl: options.publicUrl,
-  });
-}
-
-/**
- * For the headless operator command (`gatehouse operators sign-in-link
- * --email <e-mail> [--ttl <seconds>] [--json]`): issues a one-time dashboard
- * sign-in link on the data store of an app, printed once.
- */
-export function issueOperatorSignInLink(
-  app: { database: Database; config: { publicUrl: string } },
-  input: { email: string; ttlSeconds?: number },
-  options: { clock?: Clock } = {},
-): Promise<IssuedSignInLink> {
-  return operatorSignInLinksOf(app.database, { publicUrl: app.config.publicUrl, ...options }).issue(input);
-}

@@ -1,5 +1,5 @@
 import { invalidArgument, type Violation } from "../../domain/errors.js";
-import type { KeysetPage, TimeAndId } from "../../storage/dashboard-store.js";
+import type { KeysetPage, TimeAndId } from "./dashboard-store.js";
 
 export const defaultPageSize = 20;
 export const maxPageSize = 100;

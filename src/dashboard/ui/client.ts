@@ -4,6 +4,7 @@ import { createConnectTransport } from "@connectrpc/connect-web";
 import { DashboardAuthService } from "../../../gen/svc/v1/dashboard_auth_pb.js";
 import { DashboardService } from "../../../gen/svc/v1/dashboard_pb.js";
 import { ErrorDetailSchema } from "../../../gen/svc/v1/errors_pb.js";
+import { WebhooksService } from "../../../gen/svc/v1/webhooks_pb.js";
 
 /** The header that proves a request comes from a dashboard page (the server refuses dashboard calls without it). */
 const dashboardHeader = "x-gatehouse-dashboard";
@@ -20,15 +21,18 @@ export function onSessionEnded(handler: () => void): void {
   sessionEnded = handler;
 }
 
+/** The services the dashboard calls with its session cookie alone. */
+const sessionServices = new Set([DashboardService.typeName, WebhooksService.typeName]);
+
 /**
- * A DashboardService call refused as unauthenticated means the session has
+ * A DashboardService (or WebhooksService) call refused as unauthenticated means the session has
  * ended. DashboardAuthService's refusals (a wrong password) mean no such thing.
  */
 const watchSession: Interceptor = (next) => async (req) => {
   try {
     return await next(req);
   } catch (error) {
-    if (req.service.typeName === DashboardService.typeName && ConnectError.from(error).code === Code.Unauthenticated) sessionEnded?.();
+    if (sessionServices.has(req.service.typeName) && ConnectError.from(error).code === Code.Unauthenticated) sessionEnded?.();
     throw error;
   }
 };
@@ -42,6 +46,9 @@ const transport = createConnectTransport({
 
 /** The typed DashboardService client: every page's operations, with the session cookie. */
 export const api = createClient(DashboardService, transport);
+
+/** The typed WebhooksService client: webhook endpoints and deliveries, with the session cookie (admins). */
+export const webhooksApi = createClient(WebhooksService, transport);
 
 /** The typed DashboardAuthService client: sign-in, setup, invitations, sign-out (they set and clear the cookie). */
 export const authApi = createClient(DashboardAuthService, transport);

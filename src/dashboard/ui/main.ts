@@ -15,6 +15,7 @@ import { renderMembers } from "./pages/members.js";
 import { renderPasskeys } from "./pages/passkeys.js";
 import { renderSecrets } from "./pages/secrets.js";
 import { renderSetup, renderSignIn } from "./pages/sign-in.js";
+import { renderWebhookEndpoint, renderWebhooks } from "./pages/webhooks.js";
 
 interface Route {
   pattern: RegExp;
@@ -32,6 +33,7 @@ const navigation: { path: string; label: string }[] = [
   { path: "/dashboard/secrets", label: "Secrets" },
   { path: "/dashboard/configuration", label: "Configuration" },
   { path: "/dashboard/gateways", label: "Gateways" },
+  { path: "/dashboard/webhooks", label: "Webhooks" },
   { path: "/dashboard/members", label: "Members" },
   { path: "/dashboard/passkeys", label: "Your passkeys" },
 ];
@@ -50,6 +52,13 @@ const routes: Route[] = [
   { pattern: /^\/dashboard\/secrets$/, title: "Secrets", nav: "/dashboard/secrets", render: renderSecrets },
   { pattern: /^\/dashboard\/configuration$/, title: "Configuration", nav: "/dashboard/configuration", render: renderConfiguration },
   { pattern: /^\/dashboard\/gateways$/, title: "Gateways", nav: "/dashboard/gateways", render: renderGateways },
+  { pattern: /^\/dashboard\/webhooks$/, title: "Webhooks", nav: "/dashboard/webhooks", render: renderWebhooks },
+  {
+    pattern: /^\/dashboard\/webhooks\/(?<id>[0-9a-f-]{36})$/,
+    title: "Webhook endpoint",
+    nav: "/dashboard/webhooks",
+    render: renderWebhookEndpoint,
+  },
   { pattern: /^\/dashboard\/members$/, title: "Members", nav: "/dashboard/members", render: renderMembers },
   { pattern: /^\/dashboard\/passkeys$/, title: "Your passkeys", nav: "/dashboard/passkeys", render: renderPasskeys },
 ];

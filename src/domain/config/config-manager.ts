@@ -1,5 +1,8 @@
-import type { ConfigStore, RevisionRecord, RevisionSummaryRecord } from "../../storage/config-store.js";
+import type { ConfigStore, RevisionRecord, RevisionSummaryRecord } from "./config-store.js";
+import type { ChangeSubscriptions } from "../changes/topic.js";
+import { configRevisions } from "../changes/topics.js";
 import type { Clock } from "../clock.js";
+import type { EventLog } from "../events/event-log.js";
 import { DomainError, invalidArgument } from "../errors.js";
 import { checkReferences, isEmptyPlan, planConfigChange } from "./plan-config-change.js";
 import { configError, placeViolations, readConfigDocument, type ReadDocument } from "./read-config-document.js";
@@ -12,31 +15,27 @@ export interface ConfigManagerDeps {
   /**
    * Runs fn with a store bound to one transaction; `announce` publishes a new
    * revision once it commits; `existingSecrets` reads, in the same transaction,
-   * which of the given secrets exist (keys `<environment>/<name>`).
+   * which of the given secrets exist (keys `<environment>/<name>`); `events`
+   * records in the transaction.
    */
   transaction<T>(
     fn: (
       store: ConfigStore,
       announce: (organizationId: string, revision: number) => void,
       existingSecrets: (organizationId: string, secrets: readonly SecretReference[]) => Promise<Set<string>>,
+      events: EventLog,
     ) => Promise<T>,
   ): Promise<T>;
   /** Runs reads that must not see another transaction's uncommitted writes. */
   read<T>(fn: (store: ConfigStore) => Promise<T>): Promise<T>;
-  /** Calls onChange whenever the organisation may have a new revision. */
-  watchRevisions(organizationId: string, onChange: () => void): { ready: Promise<void>; close(): void };
   clock: Clock;
   /** Largest document accepted, in bytes (UTF-8). */
   maxDocumentBytes: number;
   /**
-   * Every committed revision of any organisation, as the change feed announces
-   * it to this process (undefined: some may have been missed). `live()` is true
-   * while announcements are being received; exports are cached only then.
+   * The change feed: every committed revision of any organisation reaches this
+   * process on it (configRevisions). Exports are cached only while it is live.
    */
-  announcements(listener: (announced: { organizationId: string; revision: number } | undefined) => void): {
-    live(): boolean;
-    close(): void;
-  };
+  changes: ChangeSubscriptions;
 }
 
 /** The plan of an import (CONTRACT.md: revision, applied, created, updated, deleted, unchanged). */
@@ -92,8 +91,9 @@ export function createConfigManager(deps: ConfigManagerDeps) {
     now: () => deps.clock().getTime(),
     currentRevision: (organizationId) => deps.read((store) => store.currentRevision(organizationId)),
   });
-  const announcements = deps.announcements((announced) => {
-    if (announced) cache.announce(announced.organizationId, announced.revision);
+  // PostgreSQL: NOTIFY from every instance; SQLite: in-process, before the PUT answers.
+  const announcements = deps.changes.subscribe(configRevisions, (event) => {
+    if (event.kind === "message") cache.announce(event.value.organizationId, event.value.revision);
     else cache.forget();
   });
 
@@ -110,7 +110,7 @@ export function createConfigManager(deps: ConfigManagerDeps) {
       role: ApplyInput["role"];
     },
   ): Promise<ApplyResult> {
-    const result = await deps.transaction(async (store, announce, existingSecrets) => {
+    const result = await deps.transaction(async (store, announce, existingSecrets, events) => {
       const current = await store.lockConfiguration(organizationId);
       if (current === null) throw new DomainError("not_found", "organization_not_found", `organisation "${organizationId}" does not exist`);
       if (options.expectedRevision !== undefined && options.expectedRevision !== current) {
@@ -157,6 +157,17 @@ export function createConfigManager(deps: ConfigManagerDeps) {
         createdAt: now,
       });
       announce(organizationId, revision);
+      await events.record(organizationId, {
+        type: "config.applied",
+        data: {
+          revision,
+          source: options.source,
+          created: plan.created,
+          updated: plan.updated,
+          deleted: plan.deleted,
+          actor: options.actor,
+        },
+      });
       return { revision, applied: true, ...summary };
     });
     // Committed: this instance's next export must show it, whenever the announcement arrives.
@@ -272,7 +283,9 @@ export function createConfigManager(deps: ConfigManagerDeps) {
       }
       const wake = createWakeup();
       // Subscribe before reading, so that no revision slips between the read and the subscription.
-      const subscription = deps.watchRevisions(organizationId, wake.notify);
+      const subscription = deps.changes.subscribe(configRevisions, (event) => {
+        if (event.kind === "gap" || event.value.organizationId === organizationId) wake.notify();
+      });
       try {
         await subscription.ready;
         let last: number;

@@ -1,16 +1,19 @@
 import { randomUUID } from "node:crypto";
 import { credentialPrefixes, displayPrefix, hashToken, newCredential, systemRandom, type RandomSource } from "../../crypto/tokens.js";
-import type { ConsumerKeyRecord, GatewayKeyRecord, GatewayStore } from "../../storage/gateway-store.js";
+import type { ConsumerKeyRecord, GatewayKeyRecord, GatewayStore } from "./gateway-store.js";
 import type { Clock } from "../clock.js";
+import type { EventLog } from "../events/event-log.js";
 import { DomainError, invalidArgument, type Violation } from "../errors.js";
 import { readUuid } from "../identity/identifiers.js";
-import type { GatewayChangeKind } from "./gateway-changes.js";
+import type { GatewayChangeKind } from "../changes/topics.js";
 
 export interface GatewayCredentialsDeps {
   /** Reads outside a transaction. */
   store: GatewayStore;
   /** Runs fn in one transaction; `announce` reaches every instance's gateway streams once, and only if, it commits. */
-  transaction<T>(fn: (store: GatewayStore, announce: (organizationId: string, kind: GatewayChangeKind) => void) => Promise<T>): Promise<T>;
+  transaction<T>(
+    fn: (store: GatewayStore, announce: (organizationId: string, kind: GatewayChangeKind) => void, events: EventLog) => Promise<T>,
+  ): Promise<T>;
   /** Tells every instance to stop trusting cached credentials (after a gateway key is revoked). */
   credentialsChanged(): Promise<void>;
   clock: Clock;
@@ -95,9 +98,10 @@ export function createGatewayCredentials(deps: GatewayCredentialsDeps) {
         lastUsedAt: null,
         revokedAt: null,
       };
-      await deps.transaction(async (store) => {
+      await deps.transaction(async (store, _announce, events) => {
         await requireOrganization(store, input.organizationId);
         await store.createGatewayKey({ ...key, hash: hashToken(gatewayKey) });
+        await events.record(input.organizationId, { type: "key.created", data: { kind: "gateway_key", id: key.id, name } });
       });
       return { gatewayKey, key };
     },
@@ -115,11 +119,12 @@ export function createGatewayCredentials(deps: GatewayCredentialsDeps) {
      */
     async revokeGatewayKey(organizationId: string, id: string): Promise<void> {
       const keyId = readId(id, "gateway_key_id");
-      const revoked = await deps.transaction(async (store, announce) => {
+      const revoked = await deps.transaction(async (store, announce, events) => {
         const key = await store.findGatewayKey(organizationId, keyId);
         if (!key) throw new DomainError("not_found", "gateway_key_not_found", `the organisation has no gateway key ${keyId}`);
         if (!(await store.revokeGatewayKey(organizationId, keyId, deps.clock()))) return false;
         announce(organizationId, "gateway_keys");
+        await events.record(organizationId, { type: "key.revoked", data: { kind: "gateway_key", id: keyId } });
         return true;
       });
       if (revoked) await deps.credentialsChanged();
@@ -139,10 +144,11 @@ export function createGatewayCredentials(deps: GatewayCredentialsDeps) {
         createdAt: deps.clock(),
         revokedAt: null,
       };
-      await deps.transaction(async (store, announce) => {
+      await deps.transaction(async (store, announce, events) => {
         await requireOrganization(store, input.organizationId);
         await store.createConsumerKey({ ...consumer, hash: hashToken(consumerKey) });
         announce(input.organizationId, "consumers");
+        await events.record(input.organizationId, { type: "key.created", data: { kind: "consumer_key", id: consumer.id, name } });
       });
       return { consumerKey, consumer };
     },
@@ -156,10 +162,13 @@ export function createGatewayCredentials(deps: GatewayCredentialsDeps) {
     /** Revokes a consumer key; every gateway refuses it at once. Revoking a revoked key changes nothing; an unknown id is not_found. */
     async revokeConsumerKey(organizationId: string, consumerId: string): Promise<void> {
       const id = readId(consumerId, "consumer_id");
-      await deps.transaction(async (store, announce) => {
+      await deps.transaction(async (store, announce, events) => {
         if (!(await store.findConsumerKey(organizationId, id)))
           throw new DomainError("not_found", "consumer_not_found", `the organisation has no consumer key ${id}`);
-        if (await store.revokeConsumerKey(organizationId, id, deps.clock())) announce(organizationId, "consumers");
+        if (await store.revokeConsumerKey(organizationId, id, deps.clock())) {
+          announce(organizationId, "consumers");
+          await events.record(organizationId, { type: "key.revoked", data: { kind: "consumer_key", id } });
+        }
       });
     },
 

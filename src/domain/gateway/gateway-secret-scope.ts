@@ -28,3 +28,17 @@ export function checkGatewayRetrieve(
     );
   }
 }
+
+/** The check of checkGatewayRetrieve against the organisation's current configuration. */
+export function createGatewaySecretScope(deps: { plugins(organizationId: string): Promise<CanonicalResource[]> }) {
+  return {
+    async checkRetrieve(
+      organizationId: string,
+      request: { environment: string; names: readonly string[]; tags: readonly string[] },
+    ): Promise<void> {
+      checkGatewayRetrieve(await deps.plugins(organizationId), request);
+    },
+  };
+}
+
+export type GatewaySecretScope = ReturnType<typeof createGatewaySecretScope>;

@@ -1,5 +1,7 @@
-import type { ConfigStore } from "../../storage/config-store.js";
-import type { GatewayStore, LiveConsumerRecord } from "../../storage/gateway-store.js";
+import type { ConfigStore } from "../config/config-store.js";
+import type { GatewayStore, LiveConsumerRecord } from "./gateway-store.js";
+import type { ChangeSubscriptions } from "../changes/topic.js";
+import { configRevisions, gatewayChanges, secretChanges } from "../changes/topics.js";
 import type { Clock } from "../clock.js";
 import { referencedSecrets, secretKey, type SecretReference } from "../config/secret-references.js";
 import { renderConfigDocument } from "../config/render-config-document.js";
@@ -51,8 +53,8 @@ export interface GatewayWatchDeps {
   /** Reads outside transactions. */
   gatewayStore: GatewayStore;
   configStore: Pick<ConfigStore, "latestRevision">;
-  /** Calls listener for every change announced to this process, from any instance. */
-  subscribe(listener: (change: WatchedChange | undefined) => void): { ready: Promise<void>; close(): void };
+  /** The change feed: revisions, secrets and gateway changes announced to this process, from any instance. */
+  changes: ChangeSubscriptions;
   /** The JWKS: every key whose tokens may still be live. */
   /** The organisation's published session keys (its own and the legacy shared ones). */
   signingKeys(organizationId: string): Promise<PublicJwk[]>;
@@ -96,6 +98,25 @@ const everything = (): Dirty => ({ key: true, signingKeys: true, config: true, s
  * few heartbeats it re-reads everything, which repairs a missed notification.
  */
 export function createGatewayWatch(deps: GatewayWatchDeps) {
+  /** Every change of the topics a stream follows (undefined: some may have been missed, re-read everything). */
+  function subscribe(listener: (change: WatchedChange | undefined) => void): { ready: Promise<void>; close(): void } {
+    const subscriptions = [
+      deps.changes.subscribe(configRevisions, (event) =>
+        listener(event.kind === "gap" ? undefined : { topic: "config", organizationId: event.value.organizationId }),
+      ),
+      deps.changes.subscribe(secretChanges, (event) =>
+        listener(event.kind === "gap" ? undefined : { topic: "secrets", organizationId: event.value.organizationId }),
+      ),
+      deps.changes.subscribe(gatewayChanges, (event) => listener(event.kind === "gap" ? undefined : { topic: "gateway", ...event.value })),
+    ];
+    return {
+      ready: Promise.all(subscriptions.map((s) => s.ready)).then(() => undefined),
+      close: () => {
+        for (const s of subscriptions) s.close();
+      },
+    };
+  }
+
   const heartbeatMs = deps.heartbeatMs ?? 20_000;
   const reconcileEvery = Math.max(1, deps.reconcileEvery ?? 3);
   let lastPrune = 0;
@@ -133,7 +154,7 @@ export function createGatewayWatch(deps: GatewayWatchDeps) {
     let dirty = clean();
     const wake = createWakeup();
     // Subscribe before reading, so that no change slips between the read and the subscription.
-    const subscription = deps.subscribe((change) => {
+    const subscription = subscribe((change) => {
       if (!change) dirty = everything();
       else if (change.organizationId !== organizationId && change.organizationId !== everyOrganization) return;
       else if (change.topic === "config") dirty.config = true;

@@ -1,10 +1,14 @@
 import { randomUUID } from "node:crypto";
 import { hashToken, newOpaqueToken, systemRandom, type RandomSource } from "../../crypto/tokens.js";
-import type { IdentityRecord, IdentityStore, OneTimeTokenKind, SessionMethod } from "../../storage/identity-store.js";
+import type { IdentityRecord, IdentityStore, OneTimeTokenKind, SessionMethod } from "./identity-store.js";
+import type { Publish } from "../changes/topic.js";
+import { gatewayChanges } from "../changes/topics.js";
 import type { Clock } from "../clock.js";
+import type { SessionRevocationReason } from "../events/catalogue.js";
+import type { EventLog } from "../events/event-log.js";
 import { DomainError, invalidArgument, type Violation } from "../errors.js";
 import { readIdentifier, readUuid } from "./identifiers.js";
-import { clientBucketOf } from "../../server/client-address.js";
+import { clientBucketOf } from "../../net/ip-address.js";
 import { createLimits } from "./limits.js";
 import type { HashingClient, PasswordHasher } from "./password-hasher.js";
 import { checkNewPassword } from "./password-policy.js";
@@ -12,10 +16,19 @@ import type { IssuedSession, PreparedSession, SessionIssuer, VerifiedSession } f
 import { effectiveSettings, type IdentitySettings } from "./settings.js";
 import { createRefusalDelay, createSignInGate, defaultSignInLimits, type SignInLimits } from "./sign-in-limits.js";
 
+/** What one transaction of the identity area hands its function. */
+export interface IdentityScope {
+  store: IdentityStore;
+  /** Records the change's events in the transaction (docs/events.md). */
+  events: EventLog;
+  /** Notifies every instance once the transaction commits (revoked sessions reach the gateways). */
+  publish: Publish;
+}
+
 export interface IdentityDeps {
   store: IdentityStore;
   /** Runs fn with a store bound to one transaction. */
-  transaction<T>(fn: (store: IdentityStore) => Promise<T>): Promise<T>;
+  transaction<T>(fn: (scope: IdentityScope) => Promise<T>): Promise<T>;
   sessions: SessionIssuer;
   hasher: PasswordHasher;
   clock: Clock;
@@ -144,10 +157,51 @@ export function createIdentity(deps: IdentityDeps) {
     return deps.sessions.prepareSession({ organizationId, identityId, method, ttlSeconds: settings.sessionTtlSeconds });
   }
 
-  /** Records a prepared sign-in's session (through `store`, which may be the caller's transaction's). */
-  async function signIn(prepared: PreparedSession, store?: Pick<IdentityStore, "createSession">): Promise<SignedIn> {
-    const session = await deps.sessions.recordSession(prepared, store);
+  /** Records a prepared sign-in's session and its session.created event, in the caller's transaction. */
+  async function signIn(
+    prepared: PreparedSession,
+    scope: { store: Pick<IdentityStore, "createSession">; events: EventLog },
+  ): Promise<SignedIn> {
+    const session = await deps.sessions.recordSession(prepared, scope.store);
+    await scope.events.record(prepared.organizationId, {
+      type: "session.created",
+      data: {
+        identity_id: prepared.identityId,
+        session_id: prepared.sessionId,
+        method: prepared.method,
+        expires_at: prepared.expiresAt.toISOString(),
+      },
+    });
     return { identityId: prepared.identityId, session };
+  }
+
+  /** Revokes sessions in the caller's transaction: their events, and the notice that reaches every gateway at commit. */
+  async function revokedIn(
+    scope: IdentityScope,
+    organizationId: string,
+    identityId: string,
+    sessionIds: readonly string[],
+    reason: SessionRevocationReason,
+  ): Promise<void> {
+    if (sessionIds.length === 0) return;
+    for (const sessionId of sessionIds) {
+      await scope.events.record(organizationId, {
+        type: "session.revoked",
+        data: { identity_id: identityId, session_id: sessionId, reason },
+      });
+    }
+    scope.publish(gatewayChanges, { organizationId, kind: "sessions" });
+  }
+
+  /** Revokes one session of the organisation (null when it does not exist; [] when it was revoked already). */
+  async function revokeOne(organizationId: string, sessionId: string): Promise<string[] | null> {
+    return deps.transaction(async (scope) => {
+      const session = await scope.store.findSession(organizationId, sessionId);
+      if (!session) return null;
+      if (!(await scope.store.revokeSession(organizationId, sessionId, deps.clock()))) return [];
+      await revokedIn(scope, organizationId, session.identityId, [sessionId], "revoked");
+      return [sessionId];
+    });
   }
 
   async function findOrCreateIdentity(organizationId: string, identifier: string): Promise<IdentityRecord> {
@@ -155,7 +209,13 @@ export function createIdentity(deps: IdentityDeps) {
     if (existing) return existing;
     const created: IdentityRecord = { id: randomUUID(), organizationId, identifier, createdAt: deps.clock() };
     try {
-      await deps.store.createIdentity(created);
+      await deps.transaction(async ({ store, events }) => {
+        await store.createIdentity(created);
+        await events.record(organizationId, {
+          type: "identity.created",
+          data: { identity_id: created.id, identifier, method: "magic_link" },
+        });
+      });
       return created;
     } catch (error) {
       // Created meanwhile by a concurrent request (on any instance): use that one.
@@ -236,16 +296,20 @@ export function createIdentity(deps: IdentityDeps) {
       }
       const hash = await deps.hasher.hash(input.password, hashingClient(caller));
       const prepared = await prepareSignIn(caller.organizationId, randomUUID(), "password", settings);
-      return deps.transaction(async (tx) => {
+      return deps.transaction(async (scope) => {
         const identity: IdentityRecord = {
           id: prepared.identityId,
           organizationId: caller.organizationId,
           identifier,
           createdAt: deps.clock(),
         };
-        await tx.createIdentity(identity);
-        await tx.savePasswordHash(caller.organizationId, identity.id, hash, identity.createdAt);
-        return signIn(prepared, tx);
+        await scope.store.createIdentity(identity);
+        await scope.store.savePasswordHash(caller.organizationId, identity.id, hash, identity.createdAt);
+        await scope.events.record(caller.organizationId, {
+          type: "identity.created",
+          data: { identity_id: identity.id, identifier, method: "password" },
+        });
+        return signIn(prepared, scope);
       });
     },
 
@@ -280,7 +344,8 @@ export function createIdentity(deps: IdentityDeps) {
         const rehashed = await deps.hasher.hash(input.password, hashingClient(caller));
         await deps.store.savePasswordHash(caller.organizationId, identityId, rehashed, deps.clock());
       }
-      return signIn(await prepareSignIn(caller.organizationId, identityId, "password", settings));
+      const prepared = await prepareSignIn(caller.organizationId, identityId, "password", settings);
+      return deps.transaction((scope) => signIn(prepared, scope));
     },
 
     /**
@@ -305,11 +370,13 @@ export function createIdentity(deps: IdentityDeps) {
       const identity = await deps.store.findIdentity(caller.organizationId, identityId);
       if (!identity) throw new DomainError("not_found", "identity_not_found", `identity ${identityId} does not exist`);
       const hash = await deps.hasher.hash(input.newPassword, hashingClient(caller));
-      await deps.transaction(async (tx) => {
+      await deps.transaction(async (scope) => {
         const now = deps.clock();
-        await tx.savePasswordHash(caller.organizationId, identityId, hash, now);
-        await tx.revokeSessionsOf(caller.organizationId, identityId, keep, now);
-        await tx.spendOneTimeTokensOf(caller.organizationId, identityId, "password_reset", now);
+        await scope.store.savePasswordHash(caller.organizationId, identityId, hash, now);
+        const revoked = await scope.store.revokeLiveSessionsOf(caller.organizationId, identityId, keep, now);
+        await scope.store.spendOneTimeTokensOf(caller.organizationId, identityId, "password_reset", now);
+        await scope.events.record(caller.organizationId, { type: "password.changed", data: { identity_id: identityId, method: "reset" } });
+        await revokedIn(scope, caller.organizationId, identityId, revoked, "password_changed");
       });
       await limits.clearFailures(caller.organizationId, identity.identifier);
       return { identityId };
@@ -342,12 +409,17 @@ export function createIdentity(deps: IdentityDeps) {
       const early = unusable("password_reset", found, deps.clock());
       if (early) throw early;
       const hash = await deps.hasher.hash(input.newPassword, hashingClient(caller));
-      await deps.transaction(async (tx) => {
-        await spendIn(tx, "password_reset", caller.organizationId, tokenHash);
+      await deps.transaction(async (scope) => {
+        await spendIn(scope.store, "password_reset", caller.organizationId, tokenHash);
         const now = deps.clock();
-        await tx.savePasswordHash(caller.organizationId, found.identityId, hash, now);
-        await tx.revokeSessionsOf(caller.organizationId, found.identityId, null, now);
-        await tx.spendOneTimeTokensOf(caller.organizationId, found.identityId, "password_reset", now);
+        await scope.store.savePasswordHash(caller.organizationId, found.identityId, hash, now);
+        const revoked = await scope.store.revokeLiveSessionsOf(caller.organizationId, found.identityId, null, now);
+        await scope.store.spendOneTimeTokensOf(caller.organizationId, found.identityId, "password_reset", now);
+        await scope.events.record(caller.organizationId, {
+          type: "password.changed",
+          data: { identity_id: found.identityId, method: "reset_token" },
+        });
+        await revokedIn(scope, caller.organizationId, found.identityId, revoked, "password_changed");
       });
       const identity = await deps.store.findIdentity(caller.organizationId, found.identityId);
       if (identity) await limits.clearFailures(caller.organizationId, identity.identifier);
@@ -379,9 +451,9 @@ export function createIdentity(deps: IdentityDeps) {
       const early = unusable("magic_link", found, deps.clock());
       if (early) throw early;
       const prepared = await prepareSignIn(caller.organizationId, found.identityId, "magic_link", settings);
-      return deps.transaction(async (tx) => {
-        await spendIn(tx, "magic_link", caller.organizationId, tokenHash);
-        return signIn(prepared, tx);
+      return deps.transaction(async (scope) => {
+        await spendIn(scope.store, "magic_link", caller.organizationId, tokenHash);
+        return signIn(prepared, scope);
       });
     },
 
@@ -409,13 +481,19 @@ export function createIdentity(deps: IdentityDeps) {
       if (!(await deps.store.findIdentity(organizationId, identityId))) {
         throw new DomainError("not_found", "identity_not_found", `identity ${identityId} does not exist`);
       }
-      if (all) return { revoked: await deps.store.revokeSessionsOf(organizationId, identityId, null, deps.clock()) };
+      if (all) {
+        return deps.transaction(async (scope) => {
+          const revoked = await scope.store.revokeLiveSessionsOf(organizationId, identityId, null, deps.clock());
+          await revokedIn(scope, organizationId, identityId, revoked, "revoked");
+          return { revoked: revoked.length };
+        });
+      }
       const session = await deps.store.findSession(organizationId, sessionId);
       if (!session || session.identityId !== identityId) {
         throw new DomainError("not_found", "session_not_found", `session ${sessionId} of this identity does not exist`);
       }
       if (session.revokedAt !== null) return { revoked: 0 };
-      return { revoked: (await deps.sessions.revokeSession(organizationId, sessionId)) ? 1 : 0 };
+      return { revoked: ((await revokeOne(organizationId, sessionId)) ?? []).length };
     },
 
     /** Revokes one session; its token stops validating at once. Revoking a revoked session is a no-op. */
@@ -423,10 +501,36 @@ export function createIdentity(deps: IdentityDeps) {
       const violations: Violation[] = [];
       const sessionId = readUuid(input.sessionId, "session_id", violations);
       assertValid(violations);
-      if (!(await deps.sessions.revokeSession(caller.organizationId, sessionId))) {
+      if ((await revokeOne(caller.organizationId, sessionId)) === null) {
         throw new DomainError("not_found", "session_not_found", `session ${sessionId} does not exist`);
       }
     },
+
+    /**
+     * Deletes an identity of the organisation (backend, DeleteIdentity; operators, the
+     * dashboard): its password, passkeys and one-time tokens go, its live sessions are
+     * revoked (gateways refuse their tokens at once). not_found when there is none.
+     */
+    async deleteIdentity(organizationId: string, input: { identityId: string }): Promise<{ revokedSessions: number }> {
+      const violations: Violation[] = [];
+      const identityId = readUuid(input.identityId, "identity_id", violations);
+      assertValid(violations);
+      return deps.transaction(async (scope) => {
+        const now = deps.clock();
+        const revoked = await scope.store.revokeLiveSessionsOf(organizationId, identityId, null, now);
+        if (!(await scope.store.deleteIdentity(organizationId, identityId))) {
+          throw new DomainError("not_found", "identity_not_found", `identity ${identityId} does not exist`);
+        }
+        await revokedIn(scope, organizationId, identityId, revoked, "identity_deleted");
+        await scope.events.record(organizationId, { type: "identity.deleted", data: { identity_id: identityId } });
+        return { revokedSessions: revoked.length };
+      });
+    },
+
+    /** An identity of the organisation, or null (operators' reads). */
+    findIdentity: (organizationId: string, identityId: string) => deps.store.findIdentity(organizationId, identityId),
+    /** A session of the organisation, or null (operators' reads). */
+    findSession: (organizationId: string, sessionId: string) => deps.store.findSession(organizationId, sessionId),
   };
 
   // Every flow that checks a password or spends a token an end user holds runs behind the per-address gate.

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { hashToken } from "../../crypto/tokens.js";
-import { clientBucketOf } from "../../server/client-address.js";
-import type { FailureQuery as StoredFailureQuery, IdentityStore, RecentFailures } from "../../storage/identity-store.js";
+import { clientBucketOf } from "../../net/ip-address.js";
+import type { FailureQuery as StoredFailureQuery, IdentityStore, RecentFailures } from "./identity-store.js";
 import type { Clock } from "../clock.js";
 import { DomainError } from "../errors.js";
 import { createKeyedSerializer, identifierFailureLimit, lockoutRefusal } from "./lockout.js";

@@ -2,8 +2,11 @@ import { sessionSigningKeyPurpose } from "../master-key/wrapped-purposes.js";
 import { randomUUID } from "node:crypto";
 import type { CryptoKey } from "jose";
 import type { MasterKeyring } from "../../crypto/envelope.js";
-import type { IdentityStore, SessionMethod, SessionSigningKeyInfo, SessionSigningKeyRecord } from "../../storage/identity-store.js";
+import type { IdentityStore, SessionMethod, SessionSigningKeyInfo, SessionSigningKeyRecord } from "./identity-store.js";
+import type { Publish } from "../changes/topic.js";
+import { gatewayChanges, sessionSigningKeyChanges } from "../changes/topics.js";
 import type { Clock } from "../clock.js";
+import type { EventLog } from "../events/event-log.js";
 import { DomainError } from "../errors.js";
 import {
   generateSigningKey,
@@ -37,11 +40,11 @@ export type SessionStore = Pick<
 export interface SessionIssuerDeps {
   store: SessionStore;
   /**
-   * Runs fn in one transaction with a store bound to it; `announce` tells every
-   * instance (through keyChanged) that an organisation's signing key changed,
-   * once, and only if, the transaction commits.
+   * Runs fn in one transaction with a store bound to it; what it publishes
+   * reaches every instance (keyChanged there, and the gateways' streams) once,
+   * and only if, the transaction commits; `events` records in it.
    */
-  transaction<T>(fn: (store: SessionStore, announce: (organizationId: string) => void) => Promise<T>): Promise<T>;
+  transaction<T>(fn: (scope: { store: SessionStore; publish: Publish; events: EventLog }) => Promise<T>): Promise<T>;
   /** Wraps the signing keys' private halves at rest. */
   keyring: MasterKeyring;
   clock: Clock;
@@ -188,9 +191,9 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
   }
 
   /** Creates the organisation's new key and retires the others, in one transaction announced to every instance. */
-  async function createKey(organizationId: string, now: Date): Promise<{ key: ActiveKey; retired: SigningKeyView[] }> {
+  async function createKey(organizationId: string, now: Date, byOperator: boolean): Promise<{ key: ActiveKey; retired: SigningKeyView[] }> {
     const generated = await generateSigningKey();
-    const retired = await deps.transaction(async (store, announce) => {
+    const retired = await deps.transaction(async ({ store, publish, events }) => {
       // The write comes first: on SQLite it takes the write lock (waiting for
       // another instance's writer) before this transaction reads anything; a
       // read first would pin a snapshot that such a writer makes stale, and
@@ -205,7 +208,16 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
       });
       const publishedUntil = await publicationEnd(store, organizationId, now);
       const replaced = await store.retireSessionSigningKeys(organizationId, generated.kid, now, publishedUntil);
-      announce(organizationId);
+      publish(sessionSigningKeyChanges, organizationId);
+      // Gateways follow the JWKS through their stream.
+      publish(gatewayChanges, { organizationId, kind: "signing_keys" });
+      // A rotation (by age or by an operator), not the organisation's first key.
+      if (replaced.length > 0 || byOperator) {
+        await events.record(organizationId, {
+          type: "signing_key.rotated",
+          data: { kid: generated.kid, retired_kids: replaced.map((key) => key.id) },
+        });
+      }
       return replaced.map((key) => ({ kid: key.id, createdAt: key.createdAt, retiredAt: now, publishedUntil }));
     });
     const publicKey = await importVerificationKey(generated.publicJwk);
@@ -219,7 +231,7 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
     const live = await deps.store.findLiveSessionSigningKey(organizationId);
     if (!live || now.getTime() - live.createdAt.getTime() >= rotationMs) {
       try {
-        return (await createKey(organizationId, now)).key;
+        return (await createKey(organizationId, now, false)).key;
       } catch (error) {
         // Another instance made the key at the same moment (SQLite may refuse the second writer): sign with that one.
         const made = await deps.store.findLiveSessionSigningKey(organizationId);
@@ -372,11 +384,6 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
       };
     },
 
-    /** Revokes one session of an organisation; false when it does not exist. */
-    revokeSession(organizationId: string, sessionId: string): Promise<boolean> {
-      return deps.store.revokeSession(organizationId, sessionId, deps.clock());
-    },
-
     /**
      * The JSON Web Key Set (RFC 7517 5): every organisation's live key and
      * each retired key until its last token has expired, then the legacy keys
@@ -408,7 +415,7 @@ export function createSessionIssuer(deps: SessionIssuerDeps) {
      */
     async rotateSigningKey(organizationId: string): Promise<RotatedSigningKey> {
       const now = deps.clock();
-      const { key, retired } = await createKey(organizationId, now);
+      const { key, retired } = await createKey(organizationId, now, true);
       // A load that began before this commit may have read the old key: it must not put it back.
       generation.set(organizationId, (generation.get(organizationId) ?? 0) + 1);
       active.set(organizationId, key);

@@ -1,4 +1,4 @@
-import type { IdentitySettingsPatch, IdentitySettingsRecord } from "../../storage/identity-store.js";
+import type { IdentitySettingsPatch, IdentitySettingsRecord } from "./identity-store.js";
 import { invalidArgument, type Violation } from "../errors.js";
 
 /**

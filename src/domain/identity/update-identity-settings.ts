@@ -1,4 +1,4 @@
-import type { IdentitySettingsPatch, IdentitySettingsRecord, IdentityStore } from "../../storage/identity-store.js";
+import type { IdentitySettingsPatch, IdentitySettingsRecord, IdentityStore } from "./identity-store.js";
 import type { Clock } from "../clock.js";
 import { checkIdentitySettings } from "./settings.js";
 

@@ -1,5 +1,5 @@
 import type { MasterKeyring } from "../../crypto/envelope.js";
-import { wrappedKinds, type MasterKeyStore } from "../../storage/master-key-store.js";
+import { wrappedKinds, type MasterKeyStore } from "./master-key-store.js";
 import { DomainError } from "../errors.js";
 import { masterKeyStatus, type MasterKeyStatus } from "./master-key-status.js";
 import { purposesOf } from "./wrapped-purposes.js";

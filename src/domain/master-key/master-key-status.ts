@@ -1,5 +1,5 @@
 import type { MasterKeyring } from "../../crypto/envelope.js";
-import type { MasterKeyStore, WrappedKind } from "../../storage/master-key-store.js";
+import type { MasterKeyStore, WrappedKind } from "./master-key-store.js";
 
 /** What one master key wraps. */
 export interface MasterKeyUsage {

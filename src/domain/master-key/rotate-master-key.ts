@@ -1,5 +1,5 @@
 import type { MasterKeyring } from "../../crypto/envelope.js";
-import { type MasterKeyStore, type WrappedRow, wrappedKinds } from "../../storage/master-key-store.js";
+import { type MasterKeyStore, type WrappedRow, wrappedKinds } from "./master-key-store.js";
 import { checkMasterKeys } from "./check-master-keys.js";
 import { purposesOf } from "./wrapped-purposes.js";
 

@@ -1,4 +1,4 @@
-import type { WrappedKind } from "../../storage/master-key-store.js";
+import type { WrappedKind } from "./master-key-store.js";
 
 // What each value wrapped by the master key is, as its associated data names it
 // (envelope.ts prefixes "gatehouse:master:"): a wrapped value copied to another
@@ -11,6 +11,8 @@ export const sealingKeyPurpose = (organizationId: string) => `secrets-private-ke
 export const dataKeyPurpose = (organizationId: string) => `secrets-data-key:${organizationId}`;
 /** An organisation's ES256 session signing key, under its kid. */
 export const sessionSigningKeyPurpose = (organizationId: string, kid: string) => `session-signing-key:${organizationId}:${kid}`;
+/** A webhook endpoint's signing secrets (current and previous, one value), bound to its organisation and id. */
+export const webhookSecretsPurpose = (organizationId: string, endpointId: string) => `webhook-secrets:${organizationId}:${endpointId}`;
 /** A legacy session signing key shared by every organisation (read only). */
 export const legacySigningKeyPurpose = (kid: string) => `identity-signing-key:${kid}`;
 
@@ -28,6 +30,8 @@ export function purposesOf(kind: WrappedKind, key: readonly string[], context: r
       return { privateKeyEnc: sessionSigningKeyPurpose(organizationId, first) };
     case "legacy_signing_key":
       return { privateKeyEnc: legacySigningKeyPurpose(first) };
+    case "webhook_endpoint":
+      return { secretsEnc: webhookSecretsPurpose(organizationId, first) };
     case "system_value":
       // A system value is wrapped with its SystemState key as the purpose (the passkey decoy secret).
       return { value: first };

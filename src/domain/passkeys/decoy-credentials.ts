@@ -1,5 +1,5 @@
 import { createHmac } from "node:crypto";
-import type { PasskeyDescriptor } from "../../storage/passkey-store.js";
+import type { PasskeyDescriptor } from "./passkey-store.js";
 
 /**
  * The allowCredentials of an identifier that has no passkey (unknown, or an

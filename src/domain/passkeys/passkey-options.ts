@@ -4,7 +4,7 @@ import {
   type PublicKeyCredentialCreationOptionsJSON,
   type PublicKeyCredentialRequestOptionsJSON,
 } from "@simplewebauthn/server";
-import type { PasskeyDescriptor } from "../../storage/passkey-store.js";
+import type { PasskeyDescriptor } from "./passkey-store.js";
 import { ceremonyTtlSeconds, userHandleOf } from "./passkey-rules.js";
 
 /** A relying party: an organisation's (its identity settings) or the dashboard's (PUBLIC_URL). */

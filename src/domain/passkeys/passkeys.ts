@@ -1,9 +1,10 @@
 import { randomUUID } from "node:crypto";
 import type { MasterKeyring } from "../../crypto/envelope.js";
 import type { RandomSource } from "../../crypto/tokens.js";
-import type { IdentityStore } from "../../storage/identity-store.js";
-import type { CeremonyKind, CeremonyRecord, PasskeyStore } from "../../storage/passkey-store.js";
+import type { IdentityStore } from "../identity/identity-store.js";
+import type { CeremonyKind, CeremonyRecord, PasskeyStore } from "./passkey-store.js";
 import type { Clock } from "../clock.js";
+import type { EventLog } from "../events/event-log.js";
 import { DomainError, invalidArgument, type Violation } from "../errors.js";
 import type { Caller, Identity, SignedIn } from "../identity/identity.js";
 import { readIdentifier, readUuid } from "../identity/identifiers.js";
@@ -32,6 +33,8 @@ import {
 export interface PasskeyTransactionStores {
   passkeys: PasskeyStore;
   identities: IdentityStore;
+  /** Records the change's events in the transaction (docs/events.md). */
+  events: EventLog;
 }
 
 export interface PasskeysDeps {
@@ -227,8 +230,12 @@ export function createPasskeys(deps: PasskeysDeps) {
         const now = deps.clock();
         // already_exists (409) when the identifier was taken since register/begin.
         await tx.identities.createIdentity({ id: identityId, organizationId: caller.organizationId, identifier, createdAt: now });
+        await tx.events.record(caller.organizationId, {
+          type: "identity.created",
+          data: { identity_id: identityId, identifier, method: "passkey" },
+        });
         await createPasskeyIn(tx, { organizationId: caller.organizationId, identityId, passkey, name: null, at: now });
-        const signedIn = await deps.identity.signIn(prepared, tx.identities);
+        const signedIn = await deps.identity.signIn(prepared, { store: tx.identities, events: tx.events });
         return { ...signedIn, credentialId: passkey.credentialId };
       });
     },
@@ -296,7 +303,7 @@ export function createPasskeys(deps: PasskeysDeps) {
         if (!(await tx.passkeys.recordPasskeyUse(caller.organizationId, passkey.id, { ...use, at }))) {
           refuse(caller.organizationId, "login", "passkey_counter_regression", `counter ${use.counter} is not above the stored one`);
         }
-        return deps.identity.signIn(prepared, tx.identities);
+        return deps.identity.signIn(prepared, { store: tx.identities, events: tx.events });
       });
     },
 
@@ -368,11 +375,38 @@ export function createPasskeys(deps: PasskeysDeps) {
       const identityId = readUuid(input.identityId, "identity_id", violations);
       const credentialId = readCredentialId(input.credentialId, "credential_id", violations);
       assertValid(violations);
-      if (!(await deps.passkeys.removePasskey(caller.organizationId, identityId, credentialId))) {
+      await removeIn(caller.organizationId, identityId, credentialId);
+    },
+
+    /**
+     * Operators (the dashboard): removes one passkey of an identity of the
+     * organisation; it stops signing in at once. An identity of another
+     * organisation is not_found (identity_not_found), like one that does not
+     * exist; a credential the identity does not hold, passkey_not_found.
+     */
+    async removeIdentityPasskey(organizationId: string, input: { identityId: string; credentialId: string }): Promise<void> {
+      const violations: Violation[] = [];
+      const identityId = readUuid(input.identityId, "identity_id", violations);
+      const credentialId = readCredentialId(input.credentialId, "credential_id", violations);
+      assertValid(violations);
+      if (!(await deps.identities.findIdentity(organizationId, identityId))) {
+        throw new DomainError("not_found", "identity_not_found", `identity ${identityId} does not exist`);
+      }
+      await removeIn(organizationId, identityId, credentialId);
+    },
+
+    /** An identity's passkeys (operators' reads). */
+    listPasskeys: (organizationId: string, identityId: string) => deps.passkeys.listPasskeys(organizationId, identityId),
+  };
+
+  async function removeIn(organizationId: string, identityId: string, credentialId: string): Promise<void> {
+    await deps.transaction(async (tx) => {
+      if (!(await tx.passkeys.removePasskey(organizationId, identityId, credentialId))) {
         throw new DomainError("not_found", "passkey_not_found", "this identity has no passkey with this credential id");
       }
-    },
-  };
+      await tx.events.record(organizationId, { type: "passkey.removed", data: { identity_id: identityId, credential_id: credentialId } });
+    });
+  }
 
   async function createPasskeyIn(
     tx: PasskeyTransactionStores,
@@ -392,6 +426,10 @@ export function createPasskeys(deps: PasskeysDeps) {
         name: input.name,
         createdAt: input.at,
         lastUsedAt: null,
+      });
+      await tx.events.record(input.organizationId, {
+        type: "passkey.added",
+        data: { identity_id: input.identityId, credential_id: input.passkey.credentialId, name: input.name ?? "" },
       });
     } catch (error) {
       // WebAuthn 7.1 step 26: "If the credentialId is already known then the

@@ -1,4 +1,4 @@
-import type { SecretAuditRecord } from "../../storage/secrets-store.js";
+import type { SecretAuditRecord } from "./secrets-store.js";
 
 /**
  * Records retrieve events with group commit: events recorded in one turn of the

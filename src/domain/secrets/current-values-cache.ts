@@ -1,4 +1,4 @@
-import type { SecretRecord } from "../../storage/secrets-store.js";
+import type { SecretRecord } from "./secrets-store.js";
 import { rfc3339 } from "./retrieval-envelope.js";
 import { byteOrder } from "./secret-rules.js";
 import { associatedDataOf } from "./value-at-rest.js";

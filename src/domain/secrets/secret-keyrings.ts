@@ -3,7 +3,8 @@ import { promisify } from "node:util";
 import type { MasterKeyring } from "../../crypto/envelope.js";
 import type { RandomSource } from "../../crypto/tokens.js";
 import { dataKeyPurpose, sealingKeyPurpose } from "../master-key/wrapped-purposes.js";
-import type { PreviousSealingKeyRecord, SecretKeyringRecord, SecretsStore } from "../../storage/secrets-store.js";
+import type { EventLog } from "../events/event-log.js";
+import type { PreviousSealingKeyRecord, SecretKeyringRecord, SecretsStore } from "./secrets-store.js";
 
 const generateKeyPairAsync = promisify(generateKeyPair);
 
@@ -47,9 +48,6 @@ export interface OrganizationKeys {
   dataKey: Buffer;
 }
 
-/** Change-feed topic of sealing-key rotations and rotation-setting changes; payload "<organization id>". */
-export const sealingKeysTopic = "sealing_keys";
-
 /** How long a value sealed to a replaced key is still accepted (CONTRACT: 24 hours). */
 export const sealingKeyGraceMs = 24 * 3600_000;
 /**
@@ -70,12 +68,10 @@ export interface SealingKeyRotated {
 
 export interface SecretKeyringsDeps {
   store: Pick<SecretsStore, "findKeyring" | "insertKeyring" | "listPreviousSealingKeys" | "findSealingKeyRotationDays">;
-  /**
-   * Runs fn in one transaction (retried when it lost a race). The seam where
-   * the `secret.sealing_key_rotated` event will be recorded, in the same
-   * transaction as the rotation, once the events outbox exists: see rotate().
-   */
-  transaction<T>(fn: (store: Pick<SecretsStore, "rotateSealingKey" | "deletePreviousSealingKeys">) => Promise<T>): Promise<T>;
+  /** Runs fn in one transaction (retried when it lost a race); `events` records the rotation's event in it. */
+  transaction<T>(
+    fn: (store: Pick<SecretsStore, "rotateSealingKey" | "deletePreviousSealingKeys">, events: EventLog) => Promise<T>,
+  ): Promise<T>;
   /** Tells every instance, once the rotation has committed, to forget the organisation's cached keys. */
   announceRotation?(organizationId: string): Promise<void>;
   masterKeyring: MasterKeyring;
@@ -272,7 +268,7 @@ export function createSecretKeyrings(deps: SecretKeyringsDeps) {
         // Generated before the transaction: it takes about a second, and no lock is held meanwhile.
         const pair = await newKeyPair(organizationId);
         const rotatedAt = new Date(now());
-        const replaced = await deps.transaction(async (store) => {
+        const replaced = await deps.transaction(async (store, events) => {
           const done = await store.rotateSealingKey({
             organizationId,
             replacedKeyId: before.keyId,
@@ -289,8 +285,10 @@ export function createSecretKeyrings(deps: SecretKeyringsDeps) {
               organizationId,
               new Date(rotatedAt.getTime() - sealingKeyGraceMs - sealingKeyRecognitionMs),
             );
-            // Events seam: `secret.sealing_key_rotated` ({organization_id, key_id, previous_key_id}) is to be
-            // recorded here, in this transaction, when the events outbox lands (CONTRACT "Events"); nothing is sent yet.
+            await events.record(organizationId, {
+              type: "secret.sealing_key_rotated",
+              data: { key_id: pair.keyId, previous_key_id: before.keyId },
+            });
           }
           return done;
         });

@@ -1,7 +1,12 @@
 import { randomUUID } from "node:crypto";
 import type { RandomSource } from "../../crypto/tokens.js";
-import type { AuditCursor, SecretAuditRecord, SecretRecord, SecretsStore, SecretVersionRecord } from "../../storage/secrets-store.js";
+import type { AuditCursor, SecretAuditRecord, SecretRecord, SecretsStore, SecretVersionRecord } from "./secrets-store.js";
+import type { ChangeSubscriptions } from "../changes/topic.js";
+import { secretChanges } from "../changes/topics.js";
 import type { Clock } from "../clock.js";
+import type { CanonicalResource } from "../config/config-document.js";
+import { pluginsReferencing, secretInUse } from "../config/secret-references.js";
+import type { EventLog } from "../events/event-log.js";
 import { DomainError, invalidArgument, type Violation } from "../errors.js";
 import { createAuditWriter } from "./audit-writer.js";
 import { createCurrentValuesCache, retrievableSorted, type RetrievableValue } from "./current-values-cache.js";
@@ -60,25 +65,32 @@ export interface PutSecretInput {
   value: string | undefined;
 }
 
+/** What one transaction of the secrets area hands its function. */
+export interface SecretsScope {
+  store: SecretsStore;
+  /** Tells every instance, once the transaction commits, that an environment's secrets changed. */
+  announce(organizationId: string, environment: string): void;
+  /** Records the change's events in the transaction (docs/events.md). */
+  events: EventLog;
+  /**
+   * The plugins of the organisation's current configuration, read after taking
+   * its configuration lock, which an import holds while it checks that the
+   * secrets it references exist: a delete and an import cannot interleave.
+   */
+  lockedPlugins(organizationId: string): Promise<CanonicalResource[]>;
+}
+
 export interface SecretsDeps {
   /** Reads outside a transaction. */
   store: SecretsStore;
+  /** Runs fn in one transaction (retried as a whole when it lost a race). */
+  transaction<T>(fn: (scope: SecretsScope) => Promise<T>): Promise<T>;
   /**
-   * Runs fn with a store bound to one transaction (retried when it lost a
-   * race); `announce` tells every instance, once the transaction commits, that
-   * an environment's secrets changed.
+   * The change feed: every committed change of any organisation's secrets
+   * reaches this process on it (secretChanges). Stored values are cached only
+   * while it is live.
    */
-  transaction<T>(fn: (store: SecretsStore, announce: (organizationId: string, environment: string) => void) => Promise<T>): Promise<T>;
-  /**
-   * Every committed change of any organisation's secrets, as the change feed
-   * announces it to this process (undefined: some may have been missed).
-   * `live()` is true while announcements are being received; stored values are
-   * cached only then.
-   */
-  announcements(listener: (changed: { organizationId: string; environment: string } | undefined) => void): {
-    live(): boolean;
-    close(): void;
-  };
+  changes: ChangeSubscriptions;
   keyrings: SecretKeyrings;
   decryptor: RsaDecryptor;
   parseClientKey: ReturnType<typeof createClientKeyParser>;
@@ -114,8 +126,9 @@ export function createSecrets(deps: SecretsDeps) {
     ttlMs: valuesCacheTtlMs,
     maxBytes: valuesCacheBytes,
   });
-  const announcements = deps.announcements((changed) => {
-    if (changed) values.forget(changed.organizationId, changed.environment);
+  // PostgreSQL: NOTIFY from every instance; SQLite: in-process, before the write answers.
+  const announcements = deps.changes.subscribe(secretChanges, (event) => {
+    if (event.kind === "message") values.forget(event.value.organizationId, event.value.environment);
     else values.forget();
   });
 
@@ -316,7 +329,7 @@ export function createSecrets(deps: SecretsDeps) {
     const keys = await deps.keyrings.obtain(caller.organizationId);
     const now = deps.clock();
     try {
-      const stored = await deps.transaction(async (store, announce) => {
+      const stored = await deps.transaction(async ({ store, announce, events }) => {
         const place = { organizationId: caller.organizationId, environment: input.environment, name: input.name };
         announce(caller.organizationId, input.environment);
         let secret = await store.advanceSecret(place, { tags, updatedAt: now });
@@ -338,6 +351,10 @@ export function createSecrets(deps: SecretsDeps) {
           await store.pruneVersions(secret.id, secret.version - keepVersions + 1);
         }
         await store.insertAuditEvent(audit(caller, "write", input.environment, [input.name], now));
+        await events.record(caller.organizationId, {
+          type: secret.version === 1 ? "secret.created" : "secret.updated",
+          data: { name: input.name, environment: input.environment, version: secret.version, actor: caller.actor },
+        });
         return secret;
       });
       // Committed: this instance's next retrieve must see it, whenever the announcement arrives.
@@ -453,9 +470,17 @@ export function createSecrets(deps: SecretsDeps) {
     checkEnvironment(input.environment, "environment", violations, "env");
     if (violations.length > 0) throw invalidArgument(violations);
     const now = deps.clock();
-    await deps.transaction(async (store, announce) => {
-      if (!(await store.deleteSecret(caller.organizationId, input.environment, input.name))) throw secretNotFound(input);
+    await deps.transaction(async ({ store, announce, events, lockedPlugins }) => {
+      // A secret the current configuration references cannot be deleted (409, naming the plugins).
+      const plugins = pluginsReferencing(await lockedPlugins(caller.organizationId), input);
+      if (plugins.length > 0) throw secretInUse(input, plugins);
+      const secret = await store.findSecret(caller.organizationId, input.environment, input.name);
+      if (!secret || !(await store.deleteSecret(caller.organizationId, input.environment, input.name))) throw secretNotFound(input);
       await store.insertAuditEvent(audit(caller, "delete", input.environment, [input.name], now));
+      await events.record(caller.organizationId, {
+        type: "secret.deleted",
+        data: { name: input.name, environment: input.environment, version: secret.version, actor: caller.actor },
+      });
       announce(caller.organizationId, input.environment);
     });
     values.forget(caller.organizationId, input.environment);

@@ -8,15 +8,18 @@ import {
   type RandomSource,
   systemRandom,
 } from "../../crypto/tokens.js";
-import type { TenancyStore, Role } from "../../storage/tenancy-store.js";
+import type { TenancyStore, Role } from "./tenancy-store.js";
 import type { RotatedSigningKey } from "../identity/sessions.js";
 import type { Clock } from "../clock.js";
+import type { EventLog } from "../events/event-log.js";
 import { DomainError, invalidArgument, type Violation } from "../errors.js";
 import { readUuid } from "../identity/identifiers.js";
 
 export interface TenancyDeps {
-  /** Runs fn with a store bound to one transaction. */
-  transaction<T>(fn: (store: TenancyStore) => Promise<T>): Promise<T>;
+  /** Reads outside a transaction. */
+  store: Pick<TenancyStore, "listOrganizations" | "findOrganization" | "listApiKeys">;
+  /** Runs fn with a store bound to one transaction, and the log of its events. */
+  transaction<T>(fn: (store: TenancyStore, events: EventLog) => Promise<T>): Promise<T>;
   clock: Clock;
   random?: RandomSource;
   publicUrl: string;
@@ -55,7 +58,7 @@ export function isRole(value: string): value is Role {
 export function createTenancy(deps: TenancyDeps) {
   const random = deps.random ?? systemRandom;
 
-  async function createOrganizationWith(store: TenancyStore, name: string, now: Date) {
+  async function createOrganizationWith(store: TenancyStore, events: EventLog, name: string, now: Date) {
     const organizationId = randomUUID();
     await store.createOrganization({ id: organizationId, name });
     const publishableKey = newCredential(credentialPrefixes.publishableKey, random);
@@ -64,13 +67,9 @@ export function createTenancy(deps: TenancyDeps) {
       ["publishable", publishableKey],
       ["secret", secretKey],
     ] as const) {
-      await store.createOrganizationKey({
-        id: randomUUID(),
-        organizationId,
-        kind,
-        prefix: displayPrefix(key),
-        hash: hashToken(key),
-      });
+      const id = randomUUID();
+      await store.createOrganizationKey({ id, organizationId, kind, prefix: displayPrefix(key), hash: hashToken(key) });
+      await events.record(organizationId, { type: "key.created", data: { kind: `${kind}_key`, id, name: `${kind} key` } });
     }
     const ownerId = randomUUID();
     await store.createAccount({ id: ownerId, email: ownerPlaceholderEmail(organizationId), displayName: "Owner", kind: "person" });
@@ -92,6 +91,7 @@ export function createTenancy(deps: TenancyDeps) {
 
   async function createApiKeyWith(
     store: TenancyStore,
+    events: EventLog,
     input: { organizationId: string; name: string; role: Role },
   ): Promise<{ apiKey: string; id: string; prefix: string }> {
     // An API key acts as a service account, member of one organisation with the key's role.
@@ -107,21 +107,33 @@ export function createTenancy(deps: TenancyDeps) {
     const id = randomUUID();
     const prefix = displayPrefix(apiKey);
     await store.createApiKey({ id, accountId, name: input.name, prefix, hash: hashToken(apiKey) });
+    await events.record(input.organizationId, { type: "key.created", data: { kind: "api_key", id, name: input.name } });
     return { apiKey, id, prefix };
   }
 
   return {
+    /** Every organisation, oldest first (operators). */
+    listOrganizations: () => deps.store.listOrganizations(),
+    /** The organisation, or null. */
+    findOrganization: (organizationId: string) => deps.store.findOrganization(organizationId),
+    /** The organisation's API keys (names and prefixes, never the keys). */
+    listApiKeys: (organizationId: string) => deps.store.listApiKeys(organizationId),
+
     /**
      * Initialises an empty data store: one organisation, an admin API key, its
      * publishable and secret keys and the owner's one-time dashboard setup link.
      * Fails with already_exists (already_initialized) when the store was initialised.
      */
     initialize(): Promise<InitialCredentials> {
-      return deps.transaction(async (store) => {
+      return deps.transaction(async (store, events) => {
         const now = deps.clock();
         await store.markInitialized(now);
-        const org = await createOrganizationWith(store, "Default organisation", now);
-        const { apiKey } = await createApiKeyWith(store, { organizationId: org.organizationId, name: "initial admin", role: "admin" });
+        const org = await createOrganizationWith(store, events, "Default organisation", now);
+        const { apiKey } = await createApiKeyWith(store, events, {
+          organizationId: org.organizationId,
+          name: "initial admin",
+          role: "admin",
+        });
         return {
           organization_id: org.organizationId,
           api_key: apiKey,
@@ -138,7 +150,7 @@ export function createTenancy(deps: TenancyDeps) {
       if (trimmed.length === 0 || trimmed.length > 200) {
         throw invalidArgument([{ field: "name", description: "must be 1 to 200 characters" }]);
       }
-      return deps.transaction((store) => createOrganizationWith(store, trimmed, deps.clock()));
+      return deps.transaction((store, events) => createOrganizationWith(store, events, trimmed, deps.clock()));
     },
 
     /** Creates an API key for an organisation; the key is returned once and stored hashed. */
@@ -148,11 +160,11 @@ export function createTenancy(deps: TenancyDeps) {
       if (name.length === 0 || name.length > 100) violations.push({ field: "name", description: "must be 1 to 100 characters" });
       if (!isRole(input.role)) violations.push({ field: "role", description: 'must be "admin" or "member"' });
       if (violations.length > 0) throw invalidArgument(violations);
-      return deps.transaction(async (store) => {
+      return deps.transaction(async (store, events) => {
         if (!(await store.findOrganization(input.organizationId))) {
           throw new DomainError("not_found", "organization_not_found", `organisation ${input.organizationId} does not exist`);
         }
-        return createApiKeyWith(store, { organizationId: input.organizationId, name, role: input.role as Role });
+        return createApiKeyWith(store, events, { organizationId: input.organizationId, name, role: input.role as Role });
       });
     },
 
@@ -169,12 +181,16 @@ export function createTenancy(deps: TenancyDeps) {
       const violations: Violation[] = [];
       const id = readUuid(input.apiKeyId, "api_key_id", violations);
       if (violations.length > 0) throw invalidArgument(violations);
-      const revoked = await deps.transaction(async (store) => {
+      const revoked = await deps.transaction(async (store, events) => {
         const { organizationId } = input;
         if (organizationId !== undefined && !(await store.listApiKeys(organizationId)).some((key) => key.id === id)) {
           throw new DomainError("not_found", "api_key_not_found", `API key ${id} does not exist in this organisation`);
         }
-        return store.revokeApiKey(id, deps.clock());
+        if (!(await store.revokeApiKey(id, deps.clock()))) return false;
+        for (const organization of await store.organizationsOfApiKey(id)) {
+          await events.record(organization, { type: "key.revoked", data: { kind: "api_key", id } });
+        }
+        return true;
       });
       if (revoked) await deps.credentialsChanged?.();
       return { revoked };
@@ -182,11 +198,19 @@ export function createTenancy(deps: TenancyDeps) {
 
     /** Rotates the organisation's secret (or publishable) key; the new key is returned once. */
     async rotateOrganizationKey(organizationId: string, kind: "publishable" | "secret") {
-      const rotated = await deps.transaction(async (store) => {
+      const rotated = await deps.transaction(async (store, events) => {
         const now = deps.clock();
-        await store.revokeOrganizationKeys(organizationId, kind, now);
+        const kindOfEvent = kind === "secret" ? "secret_key" : "publishable_key";
+        if (!(await store.findOrganization(organizationId))) {
+          throw new DomainError("not_found", "organization_not_found", `organisation ${organizationId} does not exist`);
+        }
+        for (const id of await store.revokeLiveOrganizationKeys(organizationId, kind, now)) {
+          await events.record(organizationId, { type: "key.revoked", data: { kind: kindOfEvent, id } });
+        }
         const key = newCredential(kind === "secret" ? credentialPrefixes.secretKey : credentialPrefixes.publishableKey, random);
-        await store.createOrganizationKey({ id: randomUUID(), organizationId, kind, prefix: displayPrefix(key), hash: hashToken(key) });
+        const id = randomUUID();
+        await store.createOrganizationKey({ id, organizationId, kind, prefix: displayPrefix(key), hash: hashToken(key) });
+        await events.record(organizationId, { type: "key.created", data: { kind: kindOfEvent, id, name: `${kind} key` } });
         return key;
       });
       await deps.credentialsChanged?.();
@@ -201,7 +225,7 @@ export function createTenancy(deps: TenancyDeps) {
      */
     async rotateSessionSigningKey(organizationId: string): Promise<RotatedSigningKey> {
       if (!deps.sessionSigningKeys) throw new Error("session signing keys are not wired into tenancy");
-      if (!(await deps.transaction((store) => store.findOrganization(organizationId)))) {
+      if (!(await deps.store.findOrganization(organizationId))) {
         throw new DomainError("not_found", "organization_not_found", `organisation ${organizationId} does not exist`);
       }
       return deps.sessionSigningKeys.rotate(organizationId);

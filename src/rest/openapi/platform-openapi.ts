@@ -161,6 +161,7 @@ export function createPlatformOpenApi(options: PlatformOpenApiOptions): OpenApiD
       const { description, ...fieldSchema } = schemas.fieldSchema(fieldOf(first.input, param.field, route), "request");
       const common = { name, in: "query", required: param.required === true, ...(description ? { description } : {}) };
       if (param.kind === "boolean") parameters.push({ ...common, schema: { type: "boolean" } });
+      else if (param.kind === "integer") parameters.push({ ...common, schema: { type: "integer", minimum: 0 } });
       else if (param.kind === "list") {
         parameters.push({ ...common, style: "form", explode: false, schema: { type: "array", items: { type: "string" } } });
       } else parameters.push({ ...common, schema: fieldSchema });
@@ -203,7 +204,8 @@ export function createPlatformOpenApi(options: PlatformOpenApiOptions): OpenApiD
     for (const method of methods) {
       const rule = authRuleOf(method);
       for (const credential of rule.credentials) {
-        if (credential === Credential.NONE) continue;
+        // The dashboard's session (a cookie) reaches RPCs that also take a key; its pages call them over Connect.
+        if (credential === Credential.NONE || credential === Credential.DASHBOARD_SESSION) continue;
         const scheme = credentialSchemes[credential];
         if (!scheme)
           throw new Error(`REST route ${route.pattern}: ${method.name} takes ${Credential[credential]}, which no REST caller has`);

@@ -1,0 +1,60 @@
+import { addMember, setUpOwner, startDashboardServer, type DashboardTestServer } from "../support/dashboard-server.js";
+
+/**
+ * docs/security.md, "Events (webhooks)": webhooks are managed by admins only,
+ * with an admin API key or an admin's dashboard session; a request that rides
+ * on the dashboard cookie is held to the dashboard's cross-site checks, one
+ * that carries a key is authenticated by the key alone.
+ */
+let server: DashboardTestServer;
+let org: string;
+let owner: string;
+let member: string;
+let memberKey: string;
+
+beforeAll(async () => {
+  server = await startDashboardServer();
+  org = server.credentials.organization_id;
+  owner = await setUpOwner(server);
+  member = (await addMember(server, owner, { email: "member@example.com", password: "member password 12345" })).cookie;
+  memberKey = (await server.app.tenancy.createApiKey({ organizationId: org, name: "member key", role: "member" })).apiKey;
+});
+afterAll(() => server?.close());
+
+async function list(headers: Record<string, string>): Promise<{ status: number; reason: string | undefined }> {
+  const response = await fetch(`${server.url}/svc.v1.WebhooksService/ListWebhookEndpoints`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify({ organizationId: org }),
+  });
+  const body = (await response.json()) as { details?: { debug?: { reason?: string } }[] };
+  return { status: response.status, reason: body.details?.[0]?.debug?.reason };
+}
+
+const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
+const page = (cookie: string, origin = server.origin) => ({ cookie, origin, "x-gatehouse-dashboard": "1" });
+
+test("an admin API key, or an admin's session from a dashboard page: allowed", async () => {
+  expect(await list(bearer(server.credentials.api_key))).toEqual({ status: 200, reason: undefined });
+  expect(await list(page(owner))).toEqual({ status: 200, reason: undefined });
+  // A key authenticates by itself: no Origin needed, and a cookie beside it is not used.
+  expect(await list({ ...bearer(server.credentials.api_key), origin: "https://elsewhere.example" })).toEqual({
+    status: 200,
+    reason: undefined,
+  });
+});
+
+test("members, organisations' keys and no credential: refused", async () => {
+  expect(await list(bearer(memberKey))).toEqual({ status: 403, reason: "role_insufficient" });
+  expect(await list(page(member))).toEqual({ status: 403, reason: "role_insufficient" });
+  expect(await list(bearer(server.credentials.secret_key))).toEqual({ status: 403, reason: "wrong_credential_kind" });
+  expect(await list(bearer(server.credentials.publishable_key))).toEqual({ status: 403, reason: "wrong_credential_kind" });
+  expect(await list({})).toMatchObject({ status: 403, reason: "cross_site_request" });
+  expect(await list({ origin: server.origin, "x-gatehouse-dashboard": "1" })).toMatchObject({ status: 401 });
+});
+
+test("the session cookie from a page of another site, or without the dashboard's header: refused before anything else", async () => {
+  expect(await list(page(owner, "https://attacker.example"))).toEqual({ status: 403, reason: "cross_site_request" });
+  expect(await list({ cookie: owner, origin: server.origin })).toEqual({ status: 403, reason: "cross_site_request" });
+  expect(await list({ cookie: owner })).toEqual({ status: 403, reason: "cross_site_request" });
+});
