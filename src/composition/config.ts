@@ -3,6 +3,7 @@ import { createConfigManager, type ConfigManager } from "../domain/config/config
 import { createConfigStore } from "../storage/config-store.js";
 import { createGatewayStore } from "../storage/gateway-store.js";
 import type { Platform } from "./platform.js";
+import { secretsOf } from "./secrets.js";
 import { transact } from "./transactions.js";
 
 /** Gateway configuration: imports, exports, history, rollback and live revisions (ConfigService, the dashboard). */
@@ -29,6 +30,7 @@ export function configManagerOf(platform: Platform): ConfigManager {
           ? (fn) => database.transaction((tx) => fn(createConfigStore(tx, database.provider)))
           : (fn) => fn(createConfigStore(database.client, database.provider)),
       changes: platform.changes,
+      secretValues: (organizationId, keys) => secretsOf(platform).valuesForCheck(organizationId, keys),
     });
     platform.onClose(() => manager.close());
     return manager;

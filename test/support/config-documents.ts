@@ -64,6 +64,8 @@ export interface PlanJson {
   updated: string[];
   deleted: string[];
   unchanged: number;
+  /** A domain certificate that has expired or expires within 7 days. */
+  warnings: string[];
 }
 
 export interface ErrorJson {

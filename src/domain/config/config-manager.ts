@@ -9,6 +9,7 @@ import { configError, placeViolations, readConfigDocument, type ReadDocument } f
 import { createExportCache, type ExportedConfig } from "./export-cache.js";
 import type { RevisionCondition } from "./if-match.js";
 import { renderConfigDocument } from "./render-config-document.js";
+import { certificateSecrets, checkDomainCertificates } from "./domain-certificates.js";
 import { checkSecretReferences, type SecretReference } from "./secret-references.js";
 
 export interface ConfigManagerDeps {
@@ -36,9 +37,16 @@ export interface ConfigManagerDeps {
    * process on it (configRevisions). Exports are cached only while it is live.
    */
   changes: ChangeSubscriptions;
+  /**
+   * The current values of the named secrets of an organisation (keys
+   * `<environment>/<name>`; a missing secret is absent), read to check the
+   * certificates and keys the document's domains reference (docs/gateway.md,
+   * "TLS"). Without it, certificates are checked by the gateways only.
+   */
+  secretValues?: (organizationId: string, keys: readonly string[]) => Promise<ReadonlyMap<string, string>>;
 }
 
-/** The plan of an import (CONTRACT.md: revision, applied, created, updated, deleted, unchanged). */
+/** The plan of an import (docs/configuration.md): what it changes, and what it accepts but needs attention. */
 export interface ApplyResult {
   revision: number;
   applied: boolean;
@@ -46,6 +54,8 @@ export interface ApplyResult {
   updated: string[];
   deleted: string[];
   unchanged: number;
+  /** A domain certificate that has expired, or expires within 7 days (docs/gateway.md, "TLS"). */
+  warnings: string[];
 }
 
 export interface RevisionMessage {
@@ -110,6 +120,11 @@ export function createConfigManager(deps: ConfigManagerDeps) {
       role: ApplyInput["role"];
     },
   ): Promise<ApplyResult> {
+    // Read before the transaction (decrypting is not work to do while holding the
+    // organisation's lock); the transaction still checks every reference exists.
+    const certificateKeys = certificateSecrets(read.document);
+    const certificateValues: ReadonlyMap<string, string> =
+      certificateKeys.length > 0 && deps.secretValues ? await deps.secretValues(organizationId, certificateKeys) : new Map();
     const result = await deps.transaction(async (store, announce, existingSecrets, events) => {
       const current = await store.lockConfiguration(organizationId);
       if (current === null) throw new DomainError("not_found", "organization_not_found", `organisation "${organizationId}" does not exist`);
@@ -140,7 +155,15 @@ export function createConfigManager(deps: ConfigManagerDeps) {
         role: options.role,
         existing: (secrets) => existingSecrets(organizationId, secrets),
       });
-      const summary = { created: plan.created, updated: plan.updated, deleted: plan.deleted, unchanged: plan.unchanged };
+      const certificates = checkDomainCertificates(read.document, certificateValues, deps.clock().getTime());
+      if (certificates.violations.length > 0) throw configError(placeViolations(certificates.violations, read.locate));
+      const summary = {
+        created: plan.created,
+        updated: plan.updated,
+        deleted: plan.deleted,
+        unchanged: plan.unchanged,
+        warnings: certificates.warnings,
+      };
       if (options.dryRun) return { revision: current, applied: false, ...summary };
       if (isEmptyPlan(plan)) return { revision: current, applied: true, ...summary };
       const revision = current + 1;

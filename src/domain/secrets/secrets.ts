@@ -464,6 +464,32 @@ export function createSecrets(deps: SecretsDeps) {
     return cached.filter((value) => wanted.has(value.name));
   }
 
+  /**
+   * The current values of the named secrets (keys `<environment>/<name>`; a
+   * missing one is absent), for a check the platform makes itself: the
+   * certificate and key a domain references, at import (docs/gateway.md,
+   * "TLS"). The values go to no caller, so no retrieval is audited.
+   */
+  async function valuesForCheck(organizationId: string, keys: readonly string[]): Promise<Map<string, string>> {
+    const opened = new Map<string, string>();
+    const keyring = keys.length === 0 ? undefined : await deps.keyrings.find(organizationId);
+    if (!keyring) return opened;
+    const byEnvironment = new Map<string, string[]>();
+    for (const key of keys) {
+      const slash = key.indexOf("/");
+      const environment = key.slice(0, slash);
+      byEnvironment.set(environment, [...(byEnvironment.get(environment) ?? []), key.slice(slash + 1)]);
+    }
+    for (const [environment, names] of byEnvironment) {
+      for (const secret of await currentValues(organizationId, environment, names)) {
+        const value = openAtRest(keyring.dataKey, secret.ciphertext, secret, secret.associatedData);
+        opened.set(`${environment}/${secret.name}`, value.toString("utf8"));
+        value.fill(0);
+      }
+    }
+    return opened;
+  }
+
   async function deleteSecret(caller: SecretsCaller, input: { name: string; environment: string }): Promise<void> {
     const violations: Violation[] = [];
     checkName(input.name, "name", violations);
@@ -535,6 +561,7 @@ export function createSecrets(deps: SecretsDeps) {
     listSecrets,
     listEnvironments,
     retrieveSecrets,
+    valuesForCheck,
     deleteSecret,
     listVersions,
     listAuditEvents,
