@@ -38,7 +38,10 @@ export interface ConfigManagerDeps {
   changes: ChangeSubscriptions;
 }
 
-/** The plan of an import (CONTRACT.md: revision, applied, created, updated, deleted, unchanged). */
+/**
+ * The plan of an import (docs/gateway.md, "Import: `PUT /organization/{id}/config`"): revision, applied,
+ * created, updated, deleted, unchanged.
+ */
 export interface ApplyResult {
   revision: number;
   applied: boolean;
