@@ -103,7 +103,7 @@ async function request(server, method, path, body) {
   return json;
 }
 
-/** The hybrid format for values over 446 bytes, the plain one otherwise (CONTRACT.md). */
+/** The hybrid format for values over 446 bytes, the plain one otherwise (docs/secrets.md, "The API"). */
 function seal(pem, value) {
   const bytes = Buffer.from(value);
   if (bytes.length <= 446) return publicEncrypt({ key: pem, ...oaep }, bytes).toString("base64");

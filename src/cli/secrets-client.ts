@@ -174,7 +174,7 @@ export function createSecretsClient(config: SecretsClientConfig) {
   };
 }
 
-/** CONTRACT.md wire formats: RSA-OAEP-SHA-256 of the value, or of an AES key followed by IV || AES-256-GCM ciphertext || tag. */
+/** The wire formats of docs/secrets.md, "The API": RSA-OAEP-SHA-256 of the value, or of an AES key followed by IV || AES-256-GCM ciphertext || tag. */
 export function sealValue(organizationKey: KeyObject, value: Buffer): string {
   if (value.length <= maxPlainBytes) return publicEncrypt({ key: organizationKey, ...oaep }, value).toString("base64");
   const aesKey = randomBytes(32);

@@ -1,6 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 
-/** Prefixes of the credentials of CONTRACT.md "Credentials" and "Gateway (data plane)". */
+/** Prefixes of the credentials of docs/api.md, "Credentials and roles", and docs/gateway.md, "Keys and consumers". */
 export const credentialPrefixes = {
   apiKey: "gk_",
   publishableKey: "pk_",

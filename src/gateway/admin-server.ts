@@ -20,7 +20,7 @@ const methodNotAllowed = gatewayAnswer(Code.Unimplemented, "method_not_allowed",
 const unknownPath = gatewayAnswer(Code.NotFound, "not_found", "the gateway's admin port serves GET /healthz, /readyz and /metrics");
 
 /**
- * The gateway's admin port (CONTRACT.md "Gateway"): `/healthz` (the process
+ * The gateway's admin port (docs/gateway.md, "The data plane: how the gateway enforces it"): `/healthz` (the process
  * is alive), `/readyz` (200 once a configuration is loaded, else 503) and
  * `/metrics` (Prometheus text). Kept off the proxy port so no route can
  * shadow it and no client of the routes can reach it by accident. It has

@@ -36,7 +36,7 @@ export interface CompiledRoute extends RoutableRoute, HeaderPolicy {
   readonly closed: GatewayAnswer | undefined;
   /** Its CORS policy: a preflight for the route is answered by the first step. */
   readonly cors: CorsPolicy | undefined;
-  /** The pipeline in the contract's order (plugins/plugin.ts, stages); empty: forwarded at once. */
+  /** The pipeline in the plugins' fixed order (plugins/plugin.ts, stages); empty: forwarded at once. */
   readonly steps: readonly Step[];
   /** Filled on the route's first request. */
   metrics: RouteMetrics | undefined;

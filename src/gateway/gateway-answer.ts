@@ -5,7 +5,7 @@ import { ErrorDetailSchema } from "../../gen/svc/v1/errors_pb.js";
 import { errorJson, httpStatusOf } from "../server/error-body.js";
 
 /**
- * An answer the gateway makes itself (CONTRACT.md "Gateway": 404, 405, 401,
+ * An answer the gateway makes itself (docs/errors.md, "The gateway's own answers": 404, 405, 401,
  * 403, 429, 502, 503, 504): the platform's Connect JSON error body with a
  * stable reason, rendered once when the configuration is compiled (or once
  * per process) rather than per request. Messages say what to do and never

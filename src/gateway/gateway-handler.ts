@@ -341,7 +341,7 @@ export class Exchange implements TryOwner {
     return true;
   }
 
-  /** Routing, then the plugins in the contract's order, then the upstream. */
+  /** Routing, then the plugins in their fixed order (docs/gateway.md, "The data plane: how the gateway enforces it"), then the upstream. */
   run(compiled: CompiledGatewayState): undefined {
     this.compiled = compiled;
     const req = this.req;

@@ -92,7 +92,7 @@ export interface Gateway {
 
 /**
  * The data plane: a stateless HTTP proxy that enforces one organisation's
- * configuration (CONTRACT.md "Gateway (data plane)"). The follower hands it
+ * configuration (docs/gateway.md, "The data plane: how the gateway enforces it"). The follower hands it
  * a new GatewayState for every change; `apply` compiles it once and swaps it
  * in. Upstream connections are undici pools, one per origin, kept alive and
  * shared by every revision that routes to that origin.

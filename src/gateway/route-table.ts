@@ -95,8 +95,8 @@ function rankOf(route: RoutableRoute): number {
 
 export interface RouteTable<R extends RoutableRoute> {
   /**
-   * The route that serves a method on a path of a host (CONTRACT.md "Gateway",
-   * routing); when none does, the methods the matching routes allow (405 with
+   * The route that serves a method on a path of a host (docs/gateway.md, "The
+   * data plane: how the gateway enforces it", routing); when none does, the methods the matching routes allow (405 with
    * Allow), or 0 when no route's path matches (404).
    */
   lookup(host: string, path: string, method: number): R | number;
@@ -130,7 +130,7 @@ function slotFor<R>(tree: Tree<R>, path: string): Slot<R> | undefined {
  * keeps the better answer, so a route listing a hundred domains is one entry
  * in each of their trees and the shared routes are never copied per domain.
  *
- * Precedence (CONTRACT.md): exact beats prefix, a longer prefix beats a
+ * Precedence (docs/gateway.md, "The data plane: how the gateway enforces it"): exact beats prefix, a longer prefix beats a
  * shorter one, a route with `domains` beats one without, then the route name
  * in byte order; `/a/*` matches `/a` and every path under `/a/`. Every node
  * of a tree knows, per method, the best route among all those whose path

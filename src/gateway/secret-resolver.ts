@@ -9,7 +9,7 @@ export interface ResolvedSecret {
   value: string | null;
 }
 
-/** What a retrieve sends back (CONTRACT.md "Secrets API", RetrieveSecrets). */
+/** What a retrieve sends back (docs/secrets.md, "The API", RetrieveSecrets). */
 export interface RetrievalAnswer {
   encryptedSecrets: string;
   encryptedKey: string;

@@ -34,8 +34,8 @@ export interface SessionVerifierOptions {
 }
 
 /**
- * Verifies session tokens at the gateway (CONTRACT.md "Gateway",
- * session-auth) with jose: a local JWKS built once per set of keys, ES256
+ * Verifies session tokens at the gateway (docs/gateway.md, "The data plane:
+ * how the gateway enforces it", session-auth) with jose: a local JWKS built once per set of keys, ES256
  * only. Verdicts are kept by the exact token string for a short while, so a
  * client sending the same token again costs a map lookup instead of an ECDSA
  * verification; a kept verdict never outlives the token's `exp`, and

@@ -9,7 +9,7 @@ import type { EdgeLimits } from "./proxy/edge-limits.js";
 import { createTracing } from "../tracing/create-tracing.js";
 import type { TracingSettings } from "../tracing/tracing-settings.js";
 
-/** What a running gateway needs to know (CONTRACT.md "Gateway (data plane)": addresses and settings). */
+/** What a running gateway needs to know (docs/gateway.md, "Gateways: embedded and standalone": addresses and settings). */
 export interface GatewaySettings {
   host: string;
   port: number;

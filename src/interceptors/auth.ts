@@ -63,7 +63,8 @@ const ruleCache = new WeakMap<DescMethod, AuthRule>();
 /** Rules of standard services whose proto we do not own (they cannot carry our option). */
 const standardServiceRules: Record<string, AuthRule> = {
   "grpc.health.v1.Health": create(AuthRuleSchema, { credentials: [Credential.NONE] }),
-  // Reflection reveals only the public schema (CONTRACT.md "Errors": it answers without a credential).
+  // Reflection reveals only the public schema, so it answers without a credential (docs/api.md, "Protocols: one
+  // implementation, several front doors").
   "grpc.reflection.v1.ServerReflection": create(AuthRuleSchema, { credentials: [Credential.NONE] }),
   "grpc.reflection.v1alpha.ServerReflection": create(AuthRuleSchema, { credentials: [Credential.NONE] }),
 };
@@ -107,7 +108,7 @@ function unauthenticated(reason: string, message: string): DomainError {
 
 /**
  * Establishes the principal of a request from its Authorization header and the
- * RPC's declared rule. Order of checks (CONTRACT.md "Credentials"): a missing,
+ * RPC's declared rule. Order of checks (docs/api.md, "Credentials and roles"): a missing,
  * malformed, unknown or revoked credential is 401; a valid credential of the
  * wrong kind is 403; an organisation that does not exist or that the account is
  * not a member of is 404; an insufficient role is 403.

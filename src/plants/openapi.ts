@@ -4,13 +4,13 @@
  * validated against its schemas (request-validator.ts), so the document and
  * the behaviour cannot drift apart.
  *
- * Schemas follow SPECIFICATION.md "Sample plant API records": Plant {name
- * required, tag}, NewPlant = Plant plus a required int64 id, Error {error
- * int32, message} both required. Two constraints are added where the contract
- * or the storage decides:
- * - `id` has `minimum: 1` (CONTRACT.md: "every integer from 1 to
- *   9223372036854775807 is accepted ... anything else is 400"); the upper
- *   bound is the int64 format itself, checked exactly.
+ * Schemas as docs/plants.md, "The sample plant API", describes them: Plant
+ * {name required, tag}, NewPlant = Plant plus a required int64 id, Error
+ * {error int32, message} both required. Two constraints are added where the
+ * accepted ids or the storage decide:
+ * - `id` has `minimum: 1` (docs/plants.md, "`id` is an int64, kept exactly":
+ *   every integer from 1 to 9223372036854775807 is accepted, anything else
+ *   is 400); the upper bound is the int64 format itself, checked exactly.
  * - `name` and `tag` exclude U+0000 and unpaired surrogates: PostgreSQL text
  *   cannot hold NUL and UTF-8 cannot carry a lone surrogate, so such a string
  *   could not be stored as sent.

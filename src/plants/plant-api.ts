@@ -47,7 +47,7 @@ export function createPlantServer(deps: PlantApiDeps): Server {
 }
 
 /**
- * The sample plant API (CONTRACT.md "Sample plant API") as a node:http
+ * The sample plant API (docs/plants.md, "The sample plant API") as a node:http
  * request listener: GET /openapi.json and POST /plants, protected by this
  * platform's sessions. Every answer other than 200 is the document's Error
  * `{"error": <status>, "message": ...}`; nothing escapes as a 500.
@@ -90,7 +90,7 @@ export function createPlantApi(deps: PlantApiDeps): (req: IncomingMessage, res: 
         createdAt: deps.clock(),
       });
     } catch (error) {
-      // CONTRACT.md: "A duplicate `id` is 400."
+      // A duplicate `id` in the same organisation is 400 (docs/plants.md, "`id` is an int64, kept exactly").
       if (error instanceof DomainError && error.reason === "plant_id_taken") {
         throw invalidArgument(
           [{ field: "id", description: `${id} is already taken by another plant of this organisation` }],
@@ -197,7 +197,7 @@ interface Failure {
   headers?: Record<string, string>;
 }
 
-/** The one place a failure becomes a status (CONTRACT.md: 400 or 401; 404, 405, 413, 415). */
+/** The one place a failure becomes a status (docs/plants.md, "Errors": 400 or 401; 404, 405, 413, 415). */
 function failureOf(error: unknown): Failure {
   if (error instanceof DomainError) {
     if (error.reason === "body_too_large") return { status: 413, message: error.message, headers: { connection: "close" } };

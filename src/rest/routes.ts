@@ -105,7 +105,7 @@ const ceremonyErrors = {
   401: "The ceremony is unknown, expired or already answered, or the response is tampered, replayed, or for another origin or relying party; nothing was created.",
 };
 
-/** Every REST path of CONTRACT.md, mapped onto its RPC. */
+/** Every REST path of the platform (docs/api.md, "Protocols: one implementation, several front doors"), mapped onto its RPC. */
 export const restRoutes: RestRoute[] = [
   // Process and readiness probes (grpc.health.v1.Health/Check).
   {

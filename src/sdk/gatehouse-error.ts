@@ -1,6 +1,6 @@
 /**
- * Codes the platform answers with (the Connect error codes of CONTRACT.md
- * "Errors"), e.g. `unauthenticated` for a refused passkey response (401),
+ * Codes the platform answers with (the Connect error codes of docs/errors.md,
+ * "Statuses"), e.g. `unauthenticated` for a refused passkey response (401),
  * `already_exists` for an identifier that is taken (409), `permission_denied`
  * when passkeys are disabled (403).
  */

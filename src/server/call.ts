@@ -4,7 +4,7 @@ import type { IncomingHttpHeaders } from "node:http";
 import type { Procedure } from "./procedures.js";
 import { RequestHeaders } from "./request-headers.js";
 
-/** The wire protocol of a call, as metrics and logs label it (CONTRACT.md "Observability"). */
+/** The wire protocol of a call, as metrics, logs and spans label it (docs/gateway.md, "Spans and attributes"). */
 export type Protocol = "connect" | "grpc" | "grpc_web" | "rest";
 
 /** connect-es names for HandlerContext.protocolName. */

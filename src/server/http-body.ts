@@ -3,7 +3,7 @@ import type { Readable } from "node:stream";
 import { createBrotliDecompress, createGunzip, type BrotliDecompress, type Gunzip } from "node:zlib";
 import { DomainError } from "../domain/errors.js";
 
-/** Content codings a request body may use (CONTRACT.md "Errors"): anything else is 415. */
+/** Content codings a request body may use: anything else is 415 `unsupported_encoding` (docs/errors.md, "Statuses"). */
 export type ContentCoding = "identity" | "gzip" | "br";
 
 /**

@@ -1,7 +1,7 @@
 import type { JsonValue } from "@bufbuild/protobuf";
 import { DomainError } from "../domain/errors.js";
 
-/** CONTRACT.md "Errors": nesting deeper than this in a JSON body is refused (4xx, never 5xx). */
+/** Nesting deeper than this in a JSON body is refused with a 4xx, never a 5xx (the limit YAML documents have too). */
 export const maxJsonDepth = 64;
 
 const openBrace = 0x7b;

@@ -81,7 +81,8 @@ export function renderFamily(
 }
 
 /**
- * Prometheus metrics of one platform process (CONTRACT.md "Observability"):
+ * Prometheus metrics of one platform process (docs/api.md, "Protocols: one
+ * implementation, several front doors": GET /metrics):
  *
  * - `gatehouse_rpc_requests_total{service, method, protocol, code}` and
  *   `gatehouse_rpc_duration_seconds` over the same labels: every RPC call on

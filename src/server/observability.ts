@@ -18,8 +18,8 @@ type OutcomeSamples = Record<Protocol, (Sample | undefined)[]>;
 
 /**
  * Counting and logging, written once: every RPC call on every door is one
- * metric sample and one log line with its request id (CONTRACT.md
- * "Observability"); every other answer of the platform port is one HTTP
+ * metric sample and one log line with its request id (docs/api.md, "Protocols:
+ * one implementation, several front doors"); every other answer of the platform port is one HTTP
  * sample and one log line. With spans exported, each call is one server
  * span too (docs/gateway.md, "Tracing").
  */

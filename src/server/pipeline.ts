@@ -9,7 +9,7 @@ export interface DoorDeps {
   readMaxBytes: number;
 }
 
-/** What the pipeline records once per call: one metric sample and one log line (CONTRACT.md "Observability"). */
+/** What the pipeline records once per call: one metric sample and one log line (docs/api.md, "Protocols: one implementation, several front doors"). */
 export type CallObserver = (call: Call) => void;
 
 export interface PipelineDeps {

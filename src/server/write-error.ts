@@ -4,7 +4,7 @@ import { reasonOf, retryAfterOf } from "../interceptors/errors.js";
 import { errorJson, httpStatusOf } from "./error-body.js";
 
 /**
- * Statuses that CONTRACT.md "Errors" fixes beyond the Connect mapping, chosen
+ * Statuses beyond the Connect mapping (docs/errors.md, "Statuses"), chosen
  * by the error's stable reason: 415 on every door for a Content-Type or
  * Content-Encoding the platform does not take; on REST paths also 412 for an
  * If-Match mismatch and 413 for a body over the limit.

@@ -17,7 +17,7 @@ import { createGateway } from "../../src/gateway/gateway.js";
 import { createLoggers } from "../../src/server/logger.js";
 
 /**
- * CONTRACT.md "Gateway (data plane)", the admin address: /healthz, /readyz
+ * docs/gateway.md, "The data plane: how the gateway enforces it", the admin port: /healthz, /readyz
  * and /metrics in Prometheus text that `promtool check metrics` accepts:
  * per route requests by status class, latency, upstream errors and
  * rate-limited requests; the revision and the seconds since the last change.

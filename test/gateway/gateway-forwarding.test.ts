@@ -12,7 +12,7 @@ import {
 } from "../support/gateway.js";
 
 /**
- * CONTRACT.md "Gateway (data plane)", forwarding: hop-by-hop headers dropped,
+ * docs/gateway.md, "The data plane: how the gateway enforces it", forwarding: hop-by-hop headers dropped,
  * X-Forwarded-* and X-Request-Id set, bodies streamed both ways, 502 on a
  * refused or reset upstream, 504 on a slow one, client aborts cancel the
  * upstream request, one access-log line per request.

@@ -279,7 +279,7 @@ test("every case of the class is refused or its field dropped, and the witness n
   expect(Object.entries(outcomes).filter(([, outcome]) => /^status 5/.test(outcome))).toEqual([]);
   // The api-key route is never passed by a key smuggled inside another field.
   expect(outcomes["an api key route reached by a smuggled key in a CRLF value"]).toBe("status 401");
-  // The cases the contract names are refused outright, not served in any form.
+  // The cases docs/gateway.md, "HTTP/2", names are refused outright, not served in any form.
   for (const name of names.filter(
     (n) =>
       !droppedByTheLibrary.has(n) &&

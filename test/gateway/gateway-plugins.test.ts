@@ -13,7 +13,7 @@ import {
 } from "../support/gateway.js";
 
 /**
- * CONTRACT.md "Gateway (data plane)", plugins on a matched route: cors, then
+ * docs/gateway.md, "The data plane: how the gateway enforces it", plugins on a matched route: cors, then
  * rules, then api-key-auth, then request-headers (session-auth and
  * rate-limit have files of their own).
  */

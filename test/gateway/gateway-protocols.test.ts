@@ -469,7 +469,7 @@ describe("HTTP/2", () => {
     const h2 = await over("h2");
     expect(h2c).toEqual(h1);
     expect(h2).toEqual(h1);
-    // And the answers are the ones the contract gives (so that three wrong answers cannot agree).
+    // And the answers are the ones the document's routes, rules and plugins call for (so that three wrong answers cannot agree).
     expect(h1).toEqual([
       "GET /ok -> 200 /r-open/ok production",
       "GET /admin/panel -> 403",

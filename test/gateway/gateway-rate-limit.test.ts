@@ -12,7 +12,7 @@ import {
 } from "../support/gateway.js";
 
 /**
- * CONTRACT.md "Gateway (data plane)", rate-limit: at most `requests` in any
+ * docs/gateway.md, "The data plane: how the gateway enforces it", rate-limit: at most `requests` in any
  * window of `window_seconds` (sliding), per route, per client (consumer,
  * else identity, else peer address); 429 with Retry-After; RateLimit-Limit,
  * RateLimit-Remaining and RateLimit-Reset on every answer that reached the

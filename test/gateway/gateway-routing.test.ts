@@ -10,7 +10,7 @@ import {
 } from "../support/gateway.js";
 
 /**
- * CONTRACT.md "Gateway (data plane)", routing: candidates by Host, exact
+ * docs/gateway.md, "The data plane: how the gateway enforces it", routing: candidates by Host, exact
  * beats prefix, a longer prefix beats a shorter one, a route with domains
  * beats one without, then the name in byte order; 405 with Allow, 404.
  */

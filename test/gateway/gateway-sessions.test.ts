@@ -24,7 +24,7 @@ import {
 } from "../support/gateway.js";
 
 /**
- * CONTRACT.md "Gateway (data plane)", session-auth: a session token of this
+ * docs/gateway.md, "The data plane: how the gateway enforces it", session-auth: a session token of this
  * organisation, issued by a real control plane, verified at the gateway
  * against the JWKS (ES256, iss, aud, exp, not revoked); 401 with
  * WWW-Authenticate: Bearer; required: false; forward_identity_header.

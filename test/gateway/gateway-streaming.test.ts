@@ -7,7 +7,7 @@ import { runInNewContext } from "node:vm";
 import { startTestGateway, stateFromYaml, type TestGateway } from "../support/gateway.js";
 
 /**
- * CONTRACT.md "Gateway (data plane)": bodies stream both ways, unbuffered.
+ * docs/gateway.md, "The data plane: how the gateway enforces it": bodies stream both ways, unbuffered.
  * A 32 MiB upload and a 32 MiB download go through the gateway while this
  * process's memory is sampled: the gateway holds a few chunks at a time,
  * never the body.

@@ -11,7 +11,7 @@ import {
 } from "../support/gateway.js";
 
 /**
- * CONTRACT.md "Gateway (data plane)", changes: each request is handled
+ * docs/gateway.md, "The data plane: how the gateway enforces it", changes: each request is handled
  * wholly by one revision (never half old, half new), and requests in flight
  * finish. The follower's states are swapped in under load.
  */

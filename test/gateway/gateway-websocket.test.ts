@@ -5,7 +5,7 @@ import { send, startTestGateway, stateFromYaml, newConsumerKey, type TestGateway
 import type { Consumer } from "../../src/gateway/gateway-state.js";
 
 /**
- * CONTRACT.md "Gateway (data plane)": `Upgrade: websocket` is tunnelled,
+ * docs/gateway.md, "The data plane: how the gateway enforces it": `Upgrade: websocket` is tunnelled,
  * after the route's rules and credentials; other upgrades are ignored.
  */
 let http: Server;

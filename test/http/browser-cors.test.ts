@@ -31,7 +31,7 @@ const browserRpcs = [
   "VerifyMagicLink",
 ].map((method) => `/svc.v1.IdentityService/${method}`);
 
-/** The REST identity paths of the contract's client-side table. */
+/** The client-side REST identity paths (docs/security.md, "Browser clients (CORS)"). */
 const browserRestPaths = [
   "/identity/register/password",
   "/identity/login/password",

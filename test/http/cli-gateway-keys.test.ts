@@ -6,7 +6,7 @@ import { muteGatewayHangUps, watchGateway } from "../support/gateway-control.js"
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /**
- * CONTRACT.md "Gateway (data plane)": gateway keys and consumer keys made,
+ * docs/gateway.md, "Keys and consumers": gateway keys and consumer keys made,
  * listed and revoked by the operator commands, on the data store directly,
  * while a server runs on the same store.
  */

@@ -2,7 +2,7 @@ import { request } from "node:http";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { gatehouseCommand, runCli, runShell, startServe } from "../support/cli.js";
 
-/** CONTRACT.md "Addresses and process": `gatehouse init`, `serve`, and the operator commands. */
+/** docs/cli.md, "Operator commands": `gatehouse init`, `serve`, and the other operator commands. */
 let db: TestDatabase;
 let env: Record<string, string>;
 

@@ -13,7 +13,8 @@ import { connectCall, createApiKey, createOtherOrganization } from "../support/c
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /**
- * CONTRACT.md "Configuration API": export, merge and strict import, If-Match,
+ * docs/gateway.md, "Import: `PUT /organization/{id}/config`" and
+ * "Export: `GET /organization/{id}/config`": export, merge and strict import, If-Match,
  * dry run, the no-op rule, content types and limits, and the credential cases
  * of every configuration path. Each test works in an organisation of its own.
  */

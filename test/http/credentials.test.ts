@@ -3,7 +3,7 @@ import { connectCall, createApiKey, createOtherOrganization } from "../support/c
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /**
- * CONTRACT.md "Credentials": for one RPC of each credential kind, on the Connect
+ * docs/api.md, "Credentials and roles": for one RPC of each credential kind, on the Connect
  * path and on the REST path, each failure gives the documented status and a
  * Connect error body.
  */

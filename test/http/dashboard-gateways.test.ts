@@ -5,7 +5,8 @@ import { muteGatewayHangUps, signInWithMagicLink, watchGateway } from "../suppor
 import { callIdentity } from "../support/identity-client.js";
 
 /**
- * CONTRACT.md "Gateway (data plane)" in the dashboard: gateway keys (created
+ * The dashboard's Gateways page (docs/dashboard.md, "The pages"; docs/gateway.md,
+ * "Keys and consumers"): gateway keys (created
  * once-shown, listed, revoked), the gateways that follow the organisation,
  * and consumer keys; admins change, members read. And what the dashboard
  * changes reaches the gateways at once, as the API's changes do.

@@ -21,8 +21,8 @@ import {
 import type { OptionsJson } from "../support/passkey-client.js";
 
 /**
- * CONTRACT.md "Dashboard": operators sign in "by password or passkey of a
- * platform account". Real WebAuthn responses from headless Chromium's virtual
+ * docs/dashboard.md, "Passkey sign-in": operators sign in by password or by a
+ * passkey of their platform account. Real WebAuthn responses from headless Chromium's virtual
  * authenticator, against a server whose PUBLIC_URL is http://localhost:<port>
  * (the dashboard's relying party is its own host).
  */

@@ -3,7 +3,7 @@ import { createApiKey } from "../support/credentials.js";
 import { dashboardRpc, setUpOwner, startDashboardServer, type DashboardTestServer } from "../support/dashboard-server.js";
 
 /**
- * CONTRACT.md "Dashboard": none of the dashboard's operations is reachable with
+ * docs/dashboard.md, "Security": none of the dashboard's operations is reachable with
  * an API, publishable or secret key, and every one needs the signed-in session
  * of a page of the platform's own origin.
  */

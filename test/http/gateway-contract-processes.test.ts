@@ -14,7 +14,7 @@ import { secretsApi } from "../support/secrets-client.js";
 import type { TestServer } from "../support/server.js";
 
 /**
- * CONTRACT.md "Gateway (data plane)", behaviour by behaviour, with every part
+ * docs/gateway.md, "The data plane: how the gateway enforces it", behaviour by behaviour, with every part
  * a process of its own as in production: the control plane (`gatehouse
  * serve`), one gateway (`gatehouse gateway`), the operator commands; the
  * configuration goes in through the API, sessions come from IdentityService,
@@ -457,7 +457,7 @@ describe("rules", () => {
   });
 });
 
-describe("plugins, in the contract's order", () => {
+describe("plugins, in their documented order", () => {
   test("cors: a preflight is answered 204 by the gateway before rules and credentials; answers carry the CORS headers", async () => {
     const preflight = await through(
       "/cors/x",

@@ -13,7 +13,8 @@ import { secretsApi } from "../support/secrets-client.js";
 import type { TestServer } from "../support/server.js";
 
 /**
- * CONTRACT.md "Gateway (data plane)" with every part in a process of its own:
+ * docs/gateway.md, "Gateways: embedded and standalone" and "What a gateway learns",
+ * with every part in a process of its own:
  * control planes (`gatehouse serve`), gateways (`gatehouse gateway`) and the
  * headless operator commands, the test being only their client (echo
  * upstreams, keep-alive load, the APIs). On PostgreSQL two control-plane

@@ -12,7 +12,7 @@ import {
 import { createManualClock, startTestServer, type TestServer } from "../support/server.js";
 
 /**
- * CONTRACT.md "Identity API", magic links: GenerateMagicLink (secret key)
+ * docs/identity.md, "Magic links": GenerateMagicLink (secret key)
  * and VerifyMagicLink; one-time across instances; unknown, expired and spent
  * tokens answered distinctly.
  */

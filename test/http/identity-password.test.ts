@@ -15,7 +15,7 @@ import { createOtherOrganization } from "../support/credentials.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /**
- * CONTRACT.md "Identity API", passwords: register, login and reset on the
+ * docs/identity.md, "Passwords" and "Password reset": register, login and reset on the
  * /identity/... paths and the /v1/identity/... alternate paths.
  */
 let server: TestServer;

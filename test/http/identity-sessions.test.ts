@@ -14,7 +14,7 @@ import {
 import { createManualClock, startTestServer, type TestServer } from "../support/server.js";
 
 /**
- * CONTRACT.md "Identity API", sessions: ES256 JWTs with iss, aud, sub, sid,
+ * docs/identity.md, "Sessions": ES256 JWTs with iss, aud, sub, sid,
  * iat, exp and a kid header, verifiable by any JWT library against
  * /.well-known/jwks.json; ValidateSession and RevokeSession.
  */

@@ -8,7 +8,7 @@ import { decodeJwt, goodPassword, newIdentifier, postRest, reasonOf } from "../s
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /**
- * Identity settings: defaults of CONTRACT.md, changed only by the operator
+ * Identity settings: the defaults of docs/identity.md, "Identity settings", changed only by the operator
  * CLI (`gatehouse settings set`) acting on the data store, never through a key.
  */
 const root = join(dirname(fileURLToPath(import.meta.url)), "../..");

@@ -110,7 +110,7 @@ describe("end users: failures lock the (identifier, address) pair, not the ident
     expect(refusal(await login("127.0.0.2", identifier, goodPassword)).reason).toBe("login_locked");
   });
 
-  test("the client that failed 5 times is refused even with the right password until the window passes (CONTRACT.md)", async () => {
+  test('the client that failed 5 times is refused even with the right password until the window passes (docs/identity.md, "Brute-force protection")', async () => {
     const { identifier } = await registered("contract");
     for (let i = 0; i < 5; i++) expect((await login("127.0.0.4", identifier, "wrong password")).status).toBe(401);
     for (let i = 0; i < 10; i++) {

@@ -14,7 +14,7 @@ import { startTestServer, type TestServer } from "../support/server.js";
 import { signInByMagicLink } from "../support/session-tokens.js";
 
 /**
- * CONTRACT "Keys that rotate", the master key (docs/secrets.md, "Rotating the
+ * docs/security.md, "Keys that rotate", the master key (docs/secrets.md, "Rotating the
  * master key"): `gatehouse master-key rotate` wraps every key again under the
  * new master key while two instances serve under load, with no failed
  * request; killed (SIGKILL) mid-way it is run again and finishes; afterwards

@@ -5,7 +5,8 @@ import { callDoor, closeGrpcClients, type Door } from "../support/doors.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /**
- * CONTRACT.md "Observability": GET /metrics is Prometheus text that
+ * docs/api.md, "Protocols: one implementation, several front doors": GET
+ * /metrics is Prometheus text that
  * `promtool check metrics` accepts without findings, with every RPC of every
  * door counted in gatehouse_rpc_requests_total / gatehouse_rpc_duration_seconds.
  */

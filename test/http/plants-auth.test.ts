@@ -4,7 +4,7 @@ import { callIdentity, decodeJwt, newIdentifier, setIdentitySettings } from "../
 import { createManualClock, startTestServer, type TestServer } from "../support/server.js";
 
 /**
- * CONTRACT.md "Sample plant API": `Authorization: Bearer <session token
+ * docs/plants.md, "The sample plant API": `Authorization: Bearer <session token
  * issued by this platform>`, checked as ValidateSession checks it. Every
  * refusal is 401 with the Error body, and nothing is stored.
  */

@@ -7,8 +7,8 @@ import { callIdentity, newIdentifier, setIdentitySettings } from "../support/ide
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /**
- * CONTRACT.md "Sample plant API", SPECIFICATION.md "Sample plant API
- * records": GET /openapi.json, POST /plants with exact int64 ids, every
+ * docs/plants.md, "The sample plant API" (its records: Plant, NewPlant and
+ * Error) and "`id` is an int64, kept exactly": GET /openapi.json, POST /plants with exact int64 ids, every
  * failure as the document's Error. (Bearer refusals: plants-auth.test.ts.)
  */
 let server: TestServer;
@@ -124,7 +124,7 @@ describe("GET /openapi.json", () => {
     expect(resolved.paths["/plants"]!.post!.requestBody.content["application/json"]!.schema.allOf![0]!.required).toEqual(["name"]);
   });
 
-  test("Plant, NewPlant and Error are the specification's records", () => {
+  test("Plant, NewPlant and Error are the records docs/plants.md describes", () => {
     const { Plant, NewPlant, Error: ErrorSchema } = document.components.schemas as Record<string, SchemaJson>;
     expect(Plant).toMatchObject({ type: "object", required: ["name"], properties: { name: { type: "string" }, tag: { type: "string" } } });
     expect(Object.keys(Plant.properties ?? {}).sort()).toEqual(["name", "tag"]);

@@ -6,7 +6,7 @@ import { errorOf, defaultClient, secretsApi } from "../support/secrets-client.js
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /**
- * CONTRACT.md "At rest": no plaintext value and no unencrypted private key in
+ * docs/secrets.md, "At rest": no plaintext value and no unencrypted private key in
  * the database (the SQLite file with its WAL, or every PostgreSQL table) or in
  * the server's log; a value's ciphertext is bound to its organisation,
  * environment, name and version, so one moved to another row is reported as

@@ -9,7 +9,7 @@ import { errorOf, secretsApi } from "../support/secrets-client.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /**
- * CONTRACT "Keys that rotate", the sealing key (docs/secrets.md, "Rotating the
+ * docs/security.md, "Keys that rotate", the sealing key (docs/secrets.md, "Rotating the
  * sealing key"): values are sealed by tools we did not write (openssl, Python's
  * cryptography) to the old key and the new key around a rotation; the old key
  * is accepted for 24 hours of the server's clock (a seam, so no test sleeps),

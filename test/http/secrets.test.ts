@@ -3,7 +3,7 @@ import { connectCall, createOtherOrganization } from "../support/credentials.js"
 import { errorOf, secretsApi } from "../support/secrets-client.js";
 import { createManualClock, startTestServer, type TestServer } from "../support/server.js";
 
-/** CONTRACT.md "Secrets API": the sealed write, list, retrieve, delete cycle and its history and audit. */
+/** docs/secrets.md, "The API": the sealed write, list, retrieve, delete cycle and its history and audit. */
 let server: TestServer;
 let api: ReturnType<typeof secretsApi>;
 const manual = createManualClock();

@@ -17,7 +17,7 @@ import {
 } from "../support/session-tokens.js";
 
 /**
- * Session tokens (CONTRACT.md "Identity API"): ES256 JWTs of this platform,
+ * Session tokens (docs/identity.md, "Sessions"): ES256 JWTs of this platform,
  * verified with jose (ES256 only, typ JWT, iss, aud, exp, nbf and iat with a
  * 30 s leeway), each with exactly one encoding that verifies.
  */
@@ -92,7 +92,7 @@ describe("one token, one encoding", () => {
   });
 });
 
-describe("only ES256 tokens of this platform's keys, with the contract's claims", () => {
+describe("only ES256 tokens of this platform's keys, with the documented claims", () => {
   let genuine: string;
   let claims: JWTPayload;
   let key: Awaited<ReturnType<typeof liveSigningKey>>;

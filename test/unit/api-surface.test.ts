@@ -7,7 +7,7 @@ import { Credential } from "../../gen/svc/v1/auth_pb.js";
 import { authRuleOf } from "../../src/interceptors/auth.js";
 import { restRoutes } from "../../src/rest/routes.js";
 
-/** The API surface of CONTRACT.md, checked against the proto and the REST table. */
+/** The API surface that docs/ describes, checked against the proto and the REST table. */
 const services = [ConfigService, SecretsService, IdentityService, GatewayService, WebhooksService];
 
 describe("auth rules", () => {
@@ -69,14 +69,14 @@ describe("auth rules", () => {
   });
 });
 
-describe("REST paths of CONTRACT.md", () => {
+describe("REST paths that docs/ documents", () => {
   const documented = [
     "GET /organization/{organization_id}/config",
     "PUT /organization/{organization_id}/config",
     "PUT /organization/{organization_id}/secrets",
     "GET /organization/{organization_id}/secrets",
     "GET /organization/{organization_id}/secrets/public-key",
-    // RotatePublicKey (CONTRACT "Keys that rotate"; docs/secrets.md, "Rotating the sealing key").
+    // RotatePublicKey (docs/security.md, "Keys that rotate"; docs/secrets.md, "Rotating the sealing key").
     "POST /organization/{organization_id}/secrets/public-key/rotate",
     "POST /organization/{organization_id}/secrets/retrieve",
     "DELETE /organization/{organization_id}/secrets/{name}",

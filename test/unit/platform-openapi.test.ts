@@ -339,7 +339,7 @@ describe("security follows each RPC's (svc.v1.auth) rule", () => {
     expect(operationOf(route).security).toEqual(expected);
   });
 
-  test("as the contract states it for a few paths", () => {
+  test('as docs/api.md, "Credentials and roles", states it for a few paths', () => {
     const security = (id: string) => operationById(document, id).operation.security;
     expect(security("getHealthz")).toEqual([]);
     expect(security("getConfig")).toEqual([{ apiKey: [] }, { gatewayKey: [] }]);
@@ -350,7 +350,7 @@ describe("security follows each RPC's (svc.v1.auth) rule", () => {
     expect(security("resetPasswordV1")).toEqual([{ publishableKey: [] }, { secretKey: [] }]);
   });
 
-  test("the schemes are bearer credentials with the contract's prefixes, described by the proto's Credential comments", () => {
+  test("the schemes are bearer credentials with the documented prefixes, described by the proto's Credential comments", () => {
     const schemes = (document.components as JsonObject).securitySchemes as Record<string, JsonObject>;
     expect(Object.keys(schemes)).toEqual(["apiKey", "publishableKey", "secretKey", "gatewayKey"]);
     for (const [name, prefix] of [
@@ -391,7 +391,7 @@ describe("statuses", () => {
     },
   });
 
-  test("every documented status is one of the contract's, and every error is the Connect error body with that status's codes", () => {
+  test("every documented status is one of docs/errors.md's, and every error is the Connect error body with that status's codes", () => {
     for (const { path, method, operation } of operationsOf(document)) {
       for (const [status, raw] of Object.entries(operation.responses as JsonObject)) {
         const where = `${method.toUpperCase()} ${path} ${status}`;

@@ -1188,8 +1188,8 @@ export const RotateSessionSigningKeyResponseSchema: GenMessage<RotateSessionSign
   messageDesc(file_svc_v1_dashboard, 20);
 
 /**
- * IdentitySettingsValues are an organisation's identity settings (CONTRACT.md
- * "Identity API"); a request carries all of them.
+ * IdentitySettingsValues are an organisation's identity settings (docs/identity.md,
+ * "Identity settings"); a request carries all of them.
  *
  * @generated from message svc.v1.IdentitySettingsValues
  */
@@ -1273,8 +1273,8 @@ export type IdentitySettingsValues = Message<"svc.v1.IdentitySettingsValues"> & 
 };
 
 /**
- * IdentitySettingsValues are an organisation's identity settings (CONTRACT.md
- * "Identity API"); a request carries all of them.
+ * IdentitySettingsValues are an organisation's identity settings (docs/identity.md,
+ * "Identity settings"); a request carries all of them.
  *
  * @generated from message svc.v1.IdentitySettingsValues
  */

@@ -1,7 +1,7 @@
 import { CliError } from "../errors.js";
 import { type CommandGroup, examples, helpGroups } from "../program.js";
 
-/** `gatehouse gateway`: a standalone data-plane process (CONTRACT.md "Gateway (data plane)"). */
+/** `gatehouse gateway`: a standalone data-plane process (docs/cli.md, "`gatehouse gateway`"). */
 export const registerGateway: CommandGroup = (program, cli) => {
   const gateway = program
     .command("gateway")

@@ -19,7 +19,7 @@ export function formatCredentials(credentials: InitialCredentials): string {
   ].join("\n");
 }
 
-/** `gatehouse init`: CONTRACT.md "Addresses and process". */
+/** `gatehouse init`: docs/cli.md, "`gatehouse init`". */
 export const registerInit: CommandGroup = (program, cli) => {
   const init = program
     .command("init")

@@ -46,7 +46,10 @@ export interface ConfigManagerDeps {
   secretValues?: (organizationId: string, keys: readonly string[]) => Promise<ReadonlyMap<string, string>>;
 }
 
-/** The plan of an import (docs/configuration.md): what it changes, and what it accepts but needs attention. */
+/**
+ * The plan of an import (docs/gateway.md, "Import: `PUT /organization/{id}/config`"): what it
+ * changes, and what it accepts but needs attention.
+ */
 export interface ApplyResult {
   revision: number;
   applied: boolean;

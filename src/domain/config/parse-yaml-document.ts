@@ -8,7 +8,8 @@ import type { CST } from "yaml";
  * linear in its size and never exhausts the stack or the heap:
  *
  * - Nesting is bounded while the text is parsed, before any recursive stage
- *   runs (CONTRACT.md: nesting deeper than 64 levels is a 4xx). Measured
+ *   runs (docs/gateway.md, "Import: `PUT /organization/{id}/config`":
+ *   nesting deeper than 64 levels is a 400). Measured
  *   without the bound: 5 MiB of "[" takes the parser 18 s and 2.8 GB, left
  *   unclosed it runs the process out of memory, and composing 10,000 levels
  *   overflows the stack.
@@ -19,7 +20,7 @@ import type { CST } from "yaml";
  *   walking the whole document (100,000 aliases: minutes).
  */
 
-/** Deepest nesting of lists and mappings accepted (CONTRACT.md). */
+/** Deepest nesting of lists and mappings accepted (docs/gateway.md, "Import: `PUT /organization/{id}/config`"). */
 export const maxNestingDepth = 64;
 
 /**

@@ -12,7 +12,7 @@ import { RE2JS, RE2JSSyntaxException } from "re2js";
  * the size of the compiled program; that size is bounded too.
  *
  * The accepted language is the part of RE2 syntax that JavaScript reads the
- * same way (CONTRACT.md calls `regex` JavaScript RegExp source): constructs
+ * same way (docs/gateway.md, "The document (format version 1)"): constructs
  * that RE2 cannot match in linear time (backreferences, lookaround) are
  * refused, and so are RE2-only constructs that JavaScript would read as
  * something else (`\A`, `\z`, `\Q…\E`, `\pL`, `\x{…}`, `[[:alpha:]]`, inline

@@ -266,7 +266,7 @@ export interface SecretReferenceCheck {
 }
 
 /**
- * The rules of CONTRACT.md about secret references, checked inside the
+ * The rules of docs/gateway.md, "Secret references", checked inside the
  * import's transaction (so that a secret cannot be deleted between the check
  * and the commit: deleting one takes the same configuration lock). In order:
  * a malformed reference is 400; adding or changing a reference without the

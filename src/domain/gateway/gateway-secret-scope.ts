@@ -3,7 +3,7 @@ import type { CanonicalResource } from "../config/config-document.js";
 import { DomainError } from "../errors.js";
 
 /**
- * What a gateway key may retrieve (CONTRACT.md "Gateway (data plane)"): the
+ * What a gateway key may retrieve (docs/gateway.md, "Keys and consumers"): the
  * secrets its organisation's current configuration references, named one by
  * one. A selection by tags, or of a whole environment, could reach secrets the
  * configuration does not use, so it is refused like any unreferenced name.

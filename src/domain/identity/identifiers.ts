@@ -37,7 +37,7 @@ export function invisibleCharacterProblem(text: string): string | null {
 }
 
 /**
- * The canonical form of an identifier (CONTRACT.md "Identity API"): NFKC,
+ * The canonical form of an identifier (docs/identity.md, "Passwords"): NFKC,
  * trimmed, and lower-cased when it is an e-mail address, so that
  * " Ａlice@Example.COM " and "alice@example.com" name one identity. Lower-casing
  * can leave a string that NFKC would change again, so it is normalised once more.

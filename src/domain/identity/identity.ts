@@ -61,7 +61,7 @@ export interface DeliverableToken {
   expiresAt: Date;
 }
 
-/** How fresh a session must be to reset the password with a publishable key (CONTRACT.md). */
+/** How fresh a session must be to reset the password with a publishable key (docs/identity.md, "Password reset"). */
 export const resetSessionMaxAgeSeconds = 15 * 60;
 
 function assertValid(violations: Violation[]): void {
@@ -81,7 +81,7 @@ const tokenWords: Record<OneTimeTokenKind, { name: string; reason: string }> = {
 };
 
 /**
- * Identity flows of CONTRACT.md "Identity API": passwords, magic links,
+ * Identity flows of docs/identity.md: passwords, magic links,
  * password reset and sessions. Passkey ceremonies build on signIn,
  * settingsOf, limitClient and findOrCreateIdentity.
  */

@@ -8,10 +8,9 @@ import { DomainError } from "../errors.js";
  *
  * - Per (identifier, client address): after `threshold` failures within the
  *   window, that pair is locked until the oldest of those failures leaves the
- *   window, even with the right password. This is CONTRACT.md's rule ("the
- *   sixth and later attempts get 429 with Retry-After, even with the right
- *   password, until the window passes"), counted per client: the client that
- *   failed is refused; the owner elsewhere is not.
+ *   window, even with the right password (docs/identity.md, "Brute-force
+ *   protection"). It is counted per client: the client that failed is
+ *   refused; the owner elsewhere is not.
  * - Per identifier, across addresses: once it has `threshold` failures within
  *   the window, every further attempt from any address waits a delay after
  *   the newest failure, doubling with each failure beyond the threshold (1 s,

@@ -12,7 +12,7 @@ import {
 } from "jose";
 import { maxSessionTtlSeconds } from "./settings.js";
 
-/** The claims of a session token (CONTRACT.md "Identity API"). */
+/** The claims of a session token (docs/identity.md, "Sessions"). */
 export interface SessionClaims {
   /** PUBLIC_URL of the platform. */
   iss: string;

@@ -144,7 +144,7 @@ interface VerificationKey {
 }
 
 /**
- * Sessions as ES256 JWTs (CONTRACT.md "Identity API"): a row per sign-in, a
+ * Sessions as ES256 JWTs (docs/identity.md, "Sessions"): a row per sign-in, a
  * token with iss, aud = organisation, sub = identity, sid, iat and exp, and a
  * `kid` header naming a key published at /.well-known/jwks.json. The sign-in
  * flows of every method (password, magic link, passkey) and the sample plant

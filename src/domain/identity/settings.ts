@@ -3,7 +3,7 @@ import { invalidArgument, type Violation } from "../errors.js";
 
 /**
  * An organisation's identity settings as they apply, defaults resolved.
- * CONTRACT.md "Identity API": passkeys on, magic links on, password off;
+ * docs/identity.md, "Identity settings": passkeys on, magic links on, password off;
  * relying-party ID and origins default to the host and origin of PUBLIC_URL;
  * sessions last 1 h and magic links 15 min.
  */

@@ -2,7 +2,7 @@ import type { AuthenticationResponseJSON, RegistrationResponseJSON } from "@simp
 import type { Violation } from "../errors.js";
 import { isUuid } from "../identity/identifiers.js";
 
-/** CONTRACT.md "Identity API": ceremonies expire after 5 minutes and are single-use. */
+/** docs/passkeys.md, "The ceremonies over HTTP": ceremonies expire after 5 minutes and are single-use. */
 export const ceremonyTtlSeconds = 5 * 60;
 
 /** The most passkeys one identity may hold (issue 6). */

@@ -80,7 +80,7 @@ function refused(reason: RefusalReason | string, message: string): DomainError {
 }
 
 /**
- * WebAuthn ceremonies of CONTRACT.md "Identity API": registration of a new
+ * WebAuthn ceremonies of docs/passkeys.md, "The ceremonies over HTTP": registration of a new
  * identity, sign-in by identifier or discoverable passkey, and a backend
  * adding or removing passkeys of an identity. The challenge of each ceremony
  * stays here, bound to its organisation and kind; a ceremony answers once,

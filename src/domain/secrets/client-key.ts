@@ -10,7 +10,7 @@ const spkiHeader = "-----BEGIN PUBLIC KEY-----";
 
 /**
  * Reads the caller's public key of a retrieve: RSA, at least 2048 bits, SPKI PEM
- * (CONTRACT.md). parse() returns null and records a violation saying what to
+ * (docs/secrets.md, "The API"). parse() returns null and records a violation saying what to
  * send otherwise. Recently seen keys stay parsed (services often reuse one).
  */
 export function createClientKeyParser(recentLimit = 128) {

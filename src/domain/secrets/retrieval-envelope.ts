@@ -1,7 +1,7 @@
 import { constants, createCipheriv, publicEncrypt, type KeyObject } from "node:crypto";
 import type { RandomSource } from "../../crypto/tokens.js";
 
-/** One secret in the decrypted retrieve payload (CONTRACT.md "Secrets API"). */
+/** One secret in the decrypted retrieve payload (docs/secrets.md, "The API"). */
 export interface RetrievedSecret {
   name: string;
   environment: string;

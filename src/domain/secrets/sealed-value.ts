@@ -19,7 +19,7 @@ const sealHint =
 /**
  * Decodes encrypted_value from base64 (standard alphabet, padding optional; line
  * breaks such as `openssl base64` writes are ignored) and checks its length
- * against the two wire formats of CONTRACT.md. Returns null and records a
+ * against the two wire formats of docs/secrets.md, "The API". Returns null and records a
  * violation when it cannot be a sealed value.
  */
 export function decodeSealedValue(encoded: string, into: Violation[]): Buffer | null {

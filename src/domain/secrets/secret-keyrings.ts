@@ -48,7 +48,7 @@ export interface OrganizationKeys {
   dataKey: Buffer;
 }
 
-/** How long a value sealed to a replaced key is still accepted (CONTRACT: 24 hours). */
+/** How long a value sealed to a replaced key is still accepted (docs/secrets.md, "Rotating the sealing key": 24 hours). */
 export const sealingKeyGraceMs = 24 * 3600_000;
 /**
  * How long after its grace period a replaced key is kept, only to recognise a
@@ -89,7 +89,7 @@ export interface SecretKeyringsDeps {
 // Purposes name the organisation, so a wrapped key copied to another organisation's row fails to unwrap.
 const privateKeyPurpose = sealingKeyPurpose;
 
-/** key_id of CONTRACT.md: the hex SHA-256 of the key's DER (SPKI) encoding. */
+/** key_id (docs/secrets.md, "Rotating the sealing key"): the hex SHA-256 of the key's DER (SPKI) encoding. */
 export function keyIdOf(publicKey: KeyObject): string {
   return createHash("sha256")
     .update(publicKey.export({ type: "spki", format: "der" }))

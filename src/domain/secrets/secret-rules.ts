@@ -1,6 +1,6 @@
 import type { Violation } from "../errors.js";
 
-/** CONTRACT.md "Secrets API": the shapes of names, environments and tags. */
+/** docs/secrets.md, "The API": the shapes of names, environments and tags. */
 export const secretNamePattern = /^[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
 export const environmentPattern = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 export const tagPattern = /^[a-z0-9][a-z0-9_.:-]{0,63}$/;

@@ -90,7 +90,7 @@ export function createFollower(options: FollowerOptions): Follower {
   const endpoints = createControlPlanes({ urls: options.urls, gatewayKey: options.gatewayKey });
   const keyHash = hashToken(options.gatewayKey);
   const initialMs = options.backoff?.initialMs ?? 100;
-  // A control plane that answers /readyz again is followed within this (plus jitter): well inside the 5 s of CONTRACT.md.
+  // A control plane that answers /readyz again is followed within this (plus jitter): well inside 5 s (docs/gateway.md, "The follower").
   const maxMs = options.backoff?.maxMs ?? 2_000;
   const refusedMs = options.backoff?.refusedMs ?? 30_000;
   const answerTimeoutMs = options.answerTimeoutMs ?? 10_000;

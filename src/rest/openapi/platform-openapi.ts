@@ -23,7 +23,7 @@ export type OpenApiDocument = { openapi: "3.1.0" } & JsonSchema;
 /** Where this document is served on the platform port. */
 export const openApiPath = "/openapi.json";
 
-/** The security scheme of each credential kind an RPC may take (CONTRACT.md "Credentials"). */
+/** The security scheme of each credential kind an RPC may take (docs/api.md, "Credentials and roles"). */
 const credentialSchemes: Partial<Record<Credential, { scheme: string; prefix: string; valueName: string }>> = {
   [Credential.API_KEY]: { scheme: "apiKey", prefix: "gk_", valueName: "CREDENTIAL_API_KEY" },
   [Credential.PUBLISHABLE_KEY]: { scheme: "publishableKey", prefix: "pk_", valueName: "CREDENTIAL_PUBLISHABLE_KEY" },
@@ -39,7 +39,7 @@ const credentialWords: Partial<Record<Credential, string>> = {
 };
 
 /**
- * The error statuses of CONTRACT.md "Errors": each with its Connect codes
+ * The error statuses of docs/errors.md, "Statuses": each with its Connect codes
  * (the body's `code`), what it means on every path, and the headers it carries.
  */
 const errorStatuses: Record<number, { name: string; codes: string[]; description: string; headers?: string[] }> = {
@@ -272,7 +272,7 @@ export function createPlatformOpenApi(options: PlatformOpenApiOptions): OpenApiD
     }
     for (const [status, texts] of errors) {
       const known = errorStatuses[status];
-      if (!known) throw new Error(`REST route ${route.pattern}: status ${status} is not an error status of the contract`);
+      if (!known) throw new Error(`REST route ${route.pattern}: status ${status} is not one of the error statuses of docs/errors.md`);
       responses[String(status)] =
         texts.length === 0
           ? { $ref: `#/components/responses/${known.name}` }

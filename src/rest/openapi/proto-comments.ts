@@ -592,7 +592,7 @@ export const protoComments: Readonly<Record<string, string>> = {
   "svc.v1.IdentitySessionInfo.revoked_at": "When it was revoked; absent if not.",
   "svc.v1.IdentitySessionInfo.session_id": "Session id (the token's `sid`).",
   "svc.v1.IdentitySettingsValues":
-    'IdentitySettingsValues are an organisation\'s identity settings (CONTRACT.md\n"Identity API"); a request carries all of them.',
+    'IdentitySettingsValues are an organisation\'s identity settings (docs/identity.md,\n"Identity settings"); a request carries all of them.',
   "svc.v1.IdentitySettingsValues.ip_limit_per_minute": "Client-side identity requests per IP address and minute, 1 to 1000000.",
   "svc.v1.IdentitySettingsValues.lockout_threshold": "Failed password logins per identifier allowed within the lockout window, 1 to 1000.",
   "svc.v1.IdentitySettingsValues.lockout_window_seconds": "Lockout window in seconds, 60 to 604800.",
