@@ -310,6 +310,10 @@ describe("without WEBHOOKS_ALLOW_PRIVATE_NETWORKS", () => {
     ["mixed.example", ["93.184.215.14", "127.0.0.1"]],
     ["v6-loopback.example", ["::1"]],
     ["mapped.example", ["::ffff:127.0.0.1"]],
+    // IPv6 forms that carry an IPv4 address: IPv4-compatible, IPv4-translated, Teredo.
+    ["compatible.example", ["::7f00:1"]],
+    ["translated.example", ["::ffff:0:a9fe:a9fe"]],
+    ["teredo.example", ["2001:0:4136:e378:8000:63bf:3fff:fdd2"]],
   ]);
   beforeAll(async () => {
     strict = await startTestServer({
@@ -354,6 +358,9 @@ describe("without WEBHOOKS_ALLOW_PRIVATE_NETWORKS", () => {
       "https://10.0.0.8/hook",
       "https://169.254.169.254/latest/meta-data",
       "https://[fe80::1]/hook",
+      "https://[::127.0.0.1]/hook",
+      "https://[::ffff:0:169.254.169.254]/hook",
+      "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/hook",
       "https://localhost/hook",
       "https://user:password@example.com/hook",
       "https://example.com/hook#fragment",
@@ -397,5 +404,7 @@ describe("without WEBHOOKS_ALLOW_PRIVATE_NETWORKS", () => {
     expect(results["mixed.example"]).toContain("127.0.0.1 is a loopback, private or link-local address");
     expect(results["v6-loopback.example"]).toContain("::1 is a loopback");
     expect(results["mapped.example"]).toContain("is a loopback, private or link-local address");
+    for (const name of ["compatible.example", "translated.example", "teredo.example"])
+      expect({ name, error: results[name] }).toEqual({ name, error: expect.stringContaining("special-purpose address") });
   });
 });
