@@ -141,6 +141,6 @@ export interface WebhookStore {
   completeAttempts(owner: string, outcomes: readonly AttemptOutcome[], at: Date): Promise<void>;
   /** When the next pending delivery of an enabled endpoint becomes claimable (its time, or its lease's end); null: none. */
   nextClaimableAt(): Promise<Date | null>;
-  /** Deletes attempts older than `attemptsBefore`, and events older than `eventsBefore` with no pending delivery. */
+  /** Deletes attempts older than `attemptsBefore`, and every event older than `eventsBefore` with no pending delivery. */
   prune(attemptsBefore: Date, eventsBefore: Date): Promise<void>;
 }
