@@ -37,6 +37,8 @@ beforeAll(async () => {
         resolve: async (hostname) => {
           resolutions.set(hostname, (resolutions.get(hostname) ?? 0) + 1);
           if (hostname === "receiver.test") return ["127.0.0.1"];
+          // A name whose DNS answers late (a hostile name server holds every lookup): after the attempt's time.
+          if (hostname === "slow-dns.test") return new Promise((resolve) => setTimeout(() => resolve(["127.0.0.1"]), 3_000));
           throw Object.assign(new Error("not found"), { code: "ENOTFOUND" });
         },
       }),
@@ -297,6 +299,23 @@ describe("addresses (docs/security.md, Events (webhooks))", () => {
     expect(got).toHaveLength(2);
     expect(got[0]?.headers.host).toBe(`receiver.test:${port}`);
     expect((resolutions.get("receiver.test") ?? 0) - before).toBe(2);
+    await webhooksRest(server, "DELETE", `/${endpoint.endpointId}`);
+  });
+
+  test("resolving the name counts within the attempt's time: a name server that answers late cannot hold the attempt", async () => {
+    receiver.answer = () => ({ status: 200 });
+    const port = new URL(receiver.url).port;
+    const endpoint = await createEndpoint(server, { url: `http://slow-dns.test:${port}/late-dns` });
+    const sent = await testEvent(endpoint.endpointId);
+    const started = performance.now();
+    await deliverDue();
+    expect(performance.now() - started).toBeLessThan(2_500);
+    const state = await attemptsOf(endpoint.endpointId, sent.delivery_id);
+    expect(state.attempts).toEqual([expect.objectContaining({ number: 1, error: "no complete answer within 0.8 s" })]);
+    expect(state.delivery.status).toBe("WEBHOOK_DELIVERY_STATUS_PENDING");
+    // The late answer, when it comes, leads nowhere.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    expect(receiver.received.filter((d) => d.path === "/late-dns")).toEqual([]);
     await webhooksRest(server, "DELETE", `/${endpoint.endpointId}`);
   });
 });
