@@ -124,6 +124,12 @@ export function createWebhookStore(db: Db | Tx, provider: Provider, options: { t
         VALUES ${join(rows)}`;
     },
 
+    async lockOrganization(organizationId) {
+      // An UPDATE that changes nothing still takes the row lock (PostgreSQL) and the write lock (SQLite).
+      const rows = await db.$queryRaw<{ id: string }[]>`
+        UPDATE "Organization" SET "name" = "name" WHERE "id" = ${organizationId} RETURNING "id"`;
+      return rows.length === 1;
+    },
     countEndpoints: (organizationId) => db.webhookEndpoint.count({ where: { organizationId } }),
     async createEndpoint(endpoint) {
       await db.webhookEndpoint.create({

@@ -58,3 +58,28 @@ test("the session cookie from a page of another site, or without the dashboard's
   expect(await list({ cookie: owner, origin: server.origin })).toEqual({ status: 403, reason: "cross_site_request" });
   expect(await list({ cookie: owner })).toEqual({ status: 403, reason: "cross_site_request" });
 });
+
+describe("abuse by an admin of one organisation", () => {
+  const rest = async (method: string, path: string, key: string, body?: unknown) => {
+    const response = await server.call(path, {
+      method,
+      bearer: key,
+      ...(body !== undefined ? { headers: { "content-type": "application/json" }, body: JSON.stringify(body) } : {}),
+    });
+    const text = await response.text();
+    return { status: response.status, body: (text === "" ? {} : JSON.parse(text)) as Record<string, unknown> };
+  };
+
+  test("creations sent all at once cannot pass the limit of 50 endpoints", async () => {
+    const key = server.credentials.api_key;
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: 70 }, (_, i) => rest("POST", `/organization/${org}/webhooks`, key, { url: `https://example.com/hook/${i}` })),
+      );
+      expect(answers.filter((a) => a.status === 200).length).toBe(50);
+      expect(await server.app.database.client.webhookEndpoint.count({ where: { organizationId: org } })).toBe(50);
+    } finally {
+      await server.app.database.client.webhookEndpoint.deleteMany({ where: { organizationId: org } });
+    }
+  });
+});

@@ -106,6 +106,8 @@ export interface WebhookStore {
   ): Promise<void>;
 
   // Management.
+  /** Takes the organisation's row lock for the rest of the transaction (serialises creations against the limit); false: no such organisation. */
+  lockOrganization(organizationId: string): Promise<boolean>;
   countEndpoints(organizationId: string): Promise<number>;
   createEndpoint(endpoint: WebhookEndpointRecord): Promise<void>;
   findEndpoint(organizationId: string, id: string): Promise<WebhookEndpointRecord | null>;

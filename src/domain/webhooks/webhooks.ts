@@ -207,6 +207,10 @@ export function createWebhooks(deps: WebhooksDeps) {
         updatedAt: now,
       };
       await deps.transaction(async (store) => {
+        // Creations of one organisation in turn, so that concurrent ones cannot all see room for one more.
+        if (!(await store.lockOrganization(organizationId))) {
+          throw new DomainError("not_found", "organization_not_found", `organisation ${organizationId} does not exist`);
+        }
         if ((await store.countEndpoints(organizationId)) >= maxEndpointsPerOrganization) {
           throw new DomainError(
             "failed_precondition",
