@@ -381,6 +381,8 @@ describe("without WEBHOOKS_ALLOW_PRIVATE_NETWORKS", () => {
       "https://[::ffff:0:169.254.169.254]/hook",
       "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/hook",
       "https://localhost/hook",
+      "https://localhost./hook",
+      "https://api.LOCALHOST../hook",
       "https://user:password@example.com/hook",
       "https://example.com/hook#fragment",
       "ftp://example.com/hook",

@@ -122,7 +122,9 @@ export function createWebhooks(deps: WebhooksDeps) {
       violations.push({ field, description: "must not have a fragment (#...)" });
     } else {
       const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
-      const loopbackName = host === "localhost" || host.endsWith(".localhost");
+      // A name is the same with its trailing dots ("localhost." is fully qualified localhost).
+      const name = host.replace(/\.+$/, "");
+      const loopbackName = name === "localhost" || name.endsWith(".localhost");
       const refused = isIP(host) ? refusedAddress(host, deps.allowPrivateNetworks) : null;
       if (refused) violations.push({ field, description: `must not name ${refused}` });
       else if (loopbackName && !deps.allowPrivateNetworks) {
