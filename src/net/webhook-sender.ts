@@ -8,7 +8,7 @@ import { refusedAddress } from "./address-policy.js";
 export interface HttpWebhookSenderOptions {
   /** WEBHOOKS_ALLOW_PRIVATE_NETWORKS: http URLs and loopback, private and link-local addresses. */
   allowPrivateNetworks: boolean;
-  /** The whole attempt, connection to the end of the answer (docs/events.md: 10 s). */
+  /** The whole attempt, resolving the name to the end of the answer (docs/events.md: 10 s). */
   timeoutMs: number;
   /** Connections kept per receiver origin (the worker bounds attempts per endpoint; this bounds sockets). */
   maxSocketsPerOrigin: number;
@@ -69,7 +69,18 @@ export function createHttpWebhookSender(options: HttpWebhookSenderOptions): Webh
       if (url.protocol !== "https:" && !(url.protocol === "http:" && options.allowPrivateNetworks)) {
         return { kind: "failed", error: "the endpoint URL must be https (http only with WEBHOOKS_ALLOW_PRIVATE_NETWORKS=true)" };
       }
-      const resolved = await addressOf(url);
+      // One time limit for the whole attempt, resolving the name included: a name server that answers late
+      // (or never) must not hold the attempt, its endpoint's share of attempts and the delivery's lease.
+      const deadline = performance.now() + options.timeoutMs;
+      const late = { error: `no complete answer within ${options.timeoutMs / 1000} s` };
+      let resolveTimer: NodeJS.Timeout | undefined;
+      const resolved = await Promise.race([
+        addressOf(url),
+        new Promise<{ error: string }>((done) => {
+          resolveTimer = setTimeout(() => done(late), options.timeoutMs);
+          resolveTimer.unref();
+        }),
+      ]).finally(() => clearTimeout(resolveTimer));
       if ("error" in resolved) return { kind: "failed", error: resolved.error };
       const { address } = resolved;
       const family = isIP(address);
@@ -100,10 +111,13 @@ export function createHttpWebhookSender(options: HttpWebhookSenderOptions): Webh
             "user-agent": options.userAgent,
           },
         });
-        const timer = setTimeout(() => {
-          req.destroy();
-          settle({ kind: "failed", error: `no complete answer within ${options.timeoutMs / 1000} s` });
-        }, options.timeoutMs);
+        const timer = setTimeout(
+          () => {
+            req.destroy();
+            settle({ kind: "failed", ...late });
+          },
+          Math.max(0, deadline - performance.now()),
+        );
         timer.unref();
         req.on("response", (res) => {
           const answer: SendResult = { kind: "answered", status: res.statusCode ?? 0, retryAfter: headerValue(res.headers["retry-after"]) };

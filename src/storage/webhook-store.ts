@@ -13,6 +13,8 @@ import type { Sql, SqlValue } from "./sql.js";
 export type { WebhookStore } from "../domain/webhooks/webhook-store.js";
 
 type Provider = Database["provider"];
+/** Events removed per transaction when pruning. */
+const pruneBatch = 1000;
 /** Runs fn in one transaction (the worker's writes that span rows); absent when the store is a transaction's already. */
 type Transact = <T>(fn: (tx: Tx) => Promise<T>) => Promise<T>;
 
@@ -122,6 +124,12 @@ export function createWebhookStore(db: Db | Tx, provider: Provider, options: { t
         VALUES ${join(rows)}`;
     },
 
+    async lockOrganization(organizationId) {
+      // An UPDATE that changes nothing still takes the row lock (PostgreSQL) and the write lock (SQLite).
+      const rows = await db.$queryRaw<{ id: string }[]>`
+        UPDATE "Organization" SET "name" = "name" WHERE "id" = ${organizationId} RETURNING "id"`;
+      return rows.length === 1;
+    },
     countEndpoints: (organizationId) => db.webhookEndpoint.count({ where: { organizationId } }),
     async createEndpoint(endpoint) {
       await db.webhookEndpoint.create({
@@ -317,19 +325,26 @@ export function createWebhookStore(db: Db | Tx, provider: Provider, options: { t
       const at = rows[0]?.at;
       return at === null || at === undefined ? null : asDate(at);
     },
-    prune: (attemptsBefore, eventsBefore) =>
-      inTransaction(async (store) => {
-        await store.webhookAttempt.deleteMany({ where: { attemptedAt: { lt: attemptsBefore } } });
-        const old = await store.event.findMany({
-          where: { createdAt: { lt: eventsBefore }, deliveries: { none: { status: "pending" } } },
-          select: { id: true },
-          take: 1000,
+    async prune(attemptsBefore, eventsBefore) {
+      await db.webhookAttempt.deleteMany({ where: { attemptedAt: { lt: attemptsBefore } } });
+      // Every event past the retention goes, in batches of a short transaction each: one batch an hour
+      // would let a platform with more than that many events an hour grow its outbox without end.
+      for (;;) {
+        const removed = await inTransaction(async (store) => {
+          const old = await store.event.findMany({
+            where: { createdAt: { lt: eventsBefore }, deliveries: { none: { status: "pending" } } },
+            select: { id: true },
+            take: pruneBatch,
+          });
+          if (old.length === 0) return 0;
+          const ids = old.map((row) => row.id);
+          await store.webhookAttempt.deleteMany({ where: { delivery: { eventId: { in: ids } } } });
+          await store.webhookDelivery.deleteMany({ where: { eventId: { in: ids } } });
+          await store.event.deleteMany({ where: { id: { in: ids } } });
+          return old.length;
         });
-        if (old.length === 0) return;
-        const ids = old.map((row) => row.id);
-        await store.webhookAttempt.deleteMany({ where: { delivery: { eventId: { in: ids } } } });
-        await store.webhookDelivery.deleteMany({ where: { eventId: { in: ids } } });
-        await store.event.deleteMany({ where: { id: { in: ids } } });
-      }),
+        if (removed < pruneBatch) return;
+      }
+    },
   };
 }

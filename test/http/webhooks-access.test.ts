@@ -58,3 +58,71 @@ test("the session cookie from a page of another site, or without the dashboard's
   expect(await list({ cookie: owner, origin: server.origin })).toEqual({ status: 403, reason: "cross_site_request" });
   expect(await list({ cookie: owner })).toEqual({ status: 403, reason: "cross_site_request" });
 });
+
+describe("abuse by an admin of one organisation", () => {
+  const rest = async (method: string, path: string, key: string, body?: unknown) => {
+    const response = await server.call(path, {
+      method,
+      bearer: key,
+      ...(body !== undefined ? { headers: { "content-type": "application/json" }, body: JSON.stringify(body) } : {}),
+    });
+    const text = await response.text();
+    return { status: response.status, body: (text === "" ? {} : JSON.parse(text)) as Record<string, unknown> };
+  };
+
+  test("creations sent all at once cannot pass the limit of 50 endpoints", async () => {
+    const key = server.credentials.api_key;
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: 70 }, (_, i) => rest("POST", `/organization/${org}/webhooks`, key, { url: `https://example.com/hook/${i}` })),
+      );
+      expect(answers.filter((a) => a.status === 200).length).toBe(50);
+      expect(await server.app.database.client.webhookEndpoint.count({ where: { organizationId: org } })).toBe(50);
+    } finally {
+      await server.app.database.client.webhookEndpoint.deleteMany({ where: { organizationId: org } });
+    }
+  });
+
+  test("another organisation's endpoint and delivery, by id: unknown through every path; its events never reach it", async () => {
+    const other = await server.app.tenancy.createOrganization("Other organisation");
+    const otherKey = (await server.app.tenancy.createApiKey({ organizationId: other.organizationId, name: "other admin", role: "admin" }))
+      .apiKey;
+    const ownKey = server.credentials.api_key;
+    const created = await rest("POST", `/organization/${org}/webhooks`, ownKey, { url: "https://example.com/victim" });
+    const endpointId = (created.body.endpoint as { endpoint_id: string }).endpoint_id;
+    const sent = await rest("POST", `/organization/${org}/webhooks/${endpointId}/test`, ownKey, {});
+    const deliveryId = sent.body.delivery_id as string;
+    const theirs = await rest("POST", `/organization/${other.organizationId}/webhooks`, otherKey, { url: "https://example.com/thief" });
+    const theirEndpoint = (theirs.body.endpoint as { endpoint_id: string }).endpoint_id;
+    const tries: [string, string, unknown?][] = [];
+    for (const base of [`/organization/${other.organizationId}/webhooks`, `/organization/${org}/webhooks`]) {
+      tries.push(
+        ["GET", `${base}/${endpointId}`],
+        ["PUT", `${base}/${endpointId}`, { url: "https://example.com/stolen" }],
+        ["POST", `${base}/${endpointId}/rotate-secret`, {}],
+        ["POST", `${base}/${endpointId}/test`, {}],
+        ["GET", `${base}/${endpointId}/deliveries`],
+        ["GET", `${base}/${endpointId}/deliveries/${deliveryId}/attempts`],
+        ["GET", `${base}/${theirEndpoint}/deliveries/${deliveryId}/attempts`],
+        ["POST", `${base}/${theirEndpoint}/deliveries/${deliveryId}/redeliver`, {}],
+        ["DELETE", `${base}/${endpointId}`],
+      );
+    }
+    for (const [method, path, body] of tries) {
+      const answer = await rest(method, path, otherKey, body);
+      expect({ method, path, status: answer.status }).toEqual({ method, path, status: 404 });
+    }
+    const still = await rest("GET", `/organization/${org}/webhooks/${endpointId}`, ownKey);
+    expect(still.body.endpoint).toMatchObject({ url: "https://example.com/victim", endpoint_id: endpointId });
+    // Events of the first organisation are scheduled for its endpoints only.
+    await server.app.tenancy.createApiKey({ organizationId: org, name: "an event", role: "member" });
+    const scheduled = await server.app.database.client.webhookDelivery.findMany({
+      where: { endpointId: theirEndpoint },
+      select: { event: { select: { organizationId: true } } },
+    });
+    expect(scheduled.every((d) => d.event.organizationId === other.organizationId)).toBe(true);
+    expect(await server.app.database.client.webhookDelivery.count({ where: { endpointId } })).toBeGreaterThanOrEqual(2);
+    expect((await rest("DELETE", `/organization/${org}/webhooks/${endpointId}`, ownKey)).status).toBe(200);
+    expect((await rest("DELETE", `/organization/${other.organizationId}/webhooks/${theirEndpoint}`, otherKey)).status).toBe(200);
+  });
+});

@@ -37,6 +37,8 @@ beforeAll(async () => {
         resolve: async (hostname) => {
           resolutions.set(hostname, (resolutions.get(hostname) ?? 0) + 1);
           if (hostname === "receiver.test") return ["127.0.0.1"];
+          // A name whose DNS answers late (a hostile name server holds every lookup): after the attempt's time.
+          if (hostname === "slow-dns.test") return new Promise((resolve) => setTimeout(() => resolve(["127.0.0.1"]), 3_000));
           throw Object.assign(new Error("not found"), { code: "ENOTFOUND" });
         },
       }),
@@ -299,6 +301,23 @@ describe("addresses (docs/security.md, Events (webhooks))", () => {
     expect((resolutions.get("receiver.test") ?? 0) - before).toBe(2);
     await webhooksRest(server, "DELETE", `/${endpoint.endpointId}`);
   });
+
+  test("resolving the name counts within the attempt's time: a name server that answers late cannot hold the attempt", async () => {
+    receiver.answer = () => ({ status: 200 });
+    const port = new URL(receiver.url).port;
+    const endpoint = await createEndpoint(server, { url: `http://slow-dns.test:${port}/late-dns` });
+    const sent = await testEvent(endpoint.endpointId);
+    const started = performance.now();
+    await deliverDue();
+    expect(performance.now() - started).toBeLessThan(2_500);
+    const state = await attemptsOf(endpoint.endpointId, sent.delivery_id);
+    expect(state.attempts).toEqual([expect.objectContaining({ number: 1, error: "no complete answer within 0.8 s" })]);
+    expect(state.delivery.status).toBe("WEBHOOK_DELIVERY_STATUS_PENDING");
+    // The late answer, when it comes, leads nowhere.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    expect(receiver.received.filter((d) => d.path === "/late-dns")).toEqual([]);
+    await webhooksRest(server, "DELETE", `/${endpoint.endpointId}`);
+  });
 });
 
 describe("without WEBHOOKS_ALLOW_PRIVATE_NETWORKS", () => {
@@ -310,6 +329,10 @@ describe("without WEBHOOKS_ALLOW_PRIVATE_NETWORKS", () => {
     ["mixed.example", ["93.184.215.14", "127.0.0.1"]],
     ["v6-loopback.example", ["::1"]],
     ["mapped.example", ["::ffff:127.0.0.1"]],
+    // IPv6 forms that carry an IPv4 address: IPv4-compatible, IPv4-translated, Teredo.
+    ["compatible.example", ["::7f00:1"]],
+    ["translated.example", ["::ffff:0:a9fe:a9fe"]],
+    ["teredo.example", ["2001:0:4136:e378:8000:63bf:3fff:fdd2"]],
   ]);
   beforeAll(async () => {
     strict = await startTestServer({
@@ -354,7 +377,12 @@ describe("without WEBHOOKS_ALLOW_PRIVATE_NETWORKS", () => {
       "https://10.0.0.8/hook",
       "https://169.254.169.254/latest/meta-data",
       "https://[fe80::1]/hook",
+      "https://[::127.0.0.1]/hook",
+      "https://[::ffff:0:169.254.169.254]/hook",
+      "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/hook",
       "https://localhost/hook",
+      "https://localhost./hook",
+      "https://api.LOCALHOST../hook",
       "https://user:password@example.com/hook",
       "https://example.com/hook#fragment",
       "ftp://example.com/hook",
@@ -397,5 +425,7 @@ describe("without WEBHOOKS_ALLOW_PRIVATE_NETWORKS", () => {
     expect(results["mixed.example"]).toContain("127.0.0.1 is a loopback, private or link-local address");
     expect(results["v6-loopback.example"]).toContain("::1 is a loopback");
     expect(results["mapped.example"]).toContain("is a loopback, private or link-local address");
+    for (const name of ["compatible.example", "translated.example", "teredo.example"])
+      expect({ name, error: results[name] }).toEqual({ name, error: expect.stringContaining("special-purpose address") });
   });
 });

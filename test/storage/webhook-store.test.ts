@@ -182,4 +182,23 @@ describeStorage("webhook store", (target) => {
     ]);
     expect(await target.db.client.event.count({ where: { organizationId: org } })).toBe(1);
   });
+
+  test("pruning removes every event past the retention, however many: the outbox does not outgrow it under steady traffic", async () => {
+    const org = await target.organization();
+    // More than a day's worth at one event every few seconds, e.g. sign-ins of an organisation with no endpoint.
+    const old = Array.from({ length: 2_500 }, (_, i) => ({
+      id: `evt_${randomUUID().replaceAll("-", "")}`,
+      organizationId: org,
+      type: "session.created",
+      payload: "{}",
+      createdAt: at(i % 50),
+    }));
+    for (let i = 0; i < old.length; i += 500) await store().insertEvents(old.slice(i, i + 500));
+    const recent = await due(org, await endpoint(org), 1, 100);
+    await store().prune(at(60), at(60));
+    expect(await target.db.client.event.count({ where: { organizationId: org } })).toBe(1);
+    expect(await target.db.client.webhookDelivery.findMany({ where: { organizationId: org }, select: { id: true } })).toEqual(
+      recent.map((id) => ({ id })),
+    );
+  });
 });

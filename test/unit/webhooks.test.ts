@@ -68,6 +68,18 @@ describe("addresses a webhook may reach", () => {
     ["64:ff9b::7f00:1", "special"],
     ["2002:7f00:1::", "special"],
     ["::", "special"],
+    // Every IPv6 form that carries an IPv4 address (docs/security.md: "translation, which embed any IPv4 address").
+    ["::7f00:1", "special"],
+    ["::127.0.0.1", "special"],
+    ["::a9fe:a9fe", "special"],
+    ["::ffff:0:7f00:1", "special"],
+    ["::ffff:0:10.0.0.1", "special"],
+    ["2001:0:4136:e378:8000:63bf:3fff:fdd2", "special"],
+    ["192.88.99.1", "special"],
+    ["fec0::1", "loopback"],
+    // The neighbours of those ranges stay public.
+    ["2001:4860:4860::8888", null],
+    ["::1:0:0:1", null],
   ])("%s", (address, refusal) => {
     const refused = refusedAddress(address, false);
     if (refusal === null) expect(refused).toBeNull();

@@ -106,6 +106,8 @@ export interface WebhookStore {
   ): Promise<void>;
 
   // Management.
+  /** Takes the organisation's row lock for the rest of the transaction (serialises creations against the limit); false: no such organisation. */
+  lockOrganization(organizationId: string): Promise<boolean>;
   countEndpoints(organizationId: string): Promise<number>;
   createEndpoint(endpoint: WebhookEndpointRecord): Promise<void>;
   findEndpoint(organizationId: string, id: string): Promise<WebhookEndpointRecord | null>;
@@ -141,6 +143,6 @@ export interface WebhookStore {
   completeAttempts(owner: string, outcomes: readonly AttemptOutcome[], at: Date): Promise<void>;
   /** When the next pending delivery of an enabled endpoint becomes claimable (its time, or its lease's end); null: none. */
   nextClaimableAt(): Promise<Date | null>;
-  /** Deletes attempts older than `attemptsBefore`, and events older than `eventsBefore` with no pending delivery. */
+  /** Deletes attempts older than `attemptsBefore`, and every event older than `eventsBefore` with no pending delivery. */
   prune(attemptsBefore: Date, eventsBefore: Date): Promise<void>;
 }

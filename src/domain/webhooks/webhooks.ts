@@ -122,7 +122,9 @@ export function createWebhooks(deps: WebhooksDeps) {
       violations.push({ field, description: "must not have a fragment (#...)" });
     } else {
       const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
-      const loopbackName = host === "localhost" || host.endsWith(".localhost");
+      // A name is the same with its trailing dots ("localhost." is fully qualified localhost).
+      const name = host.replace(/\.+$/, "");
+      const loopbackName = name === "localhost" || name.endsWith(".localhost");
       const refused = isIP(host) ? refusedAddress(host, deps.allowPrivateNetworks) : null;
       if (refused) violations.push({ field, description: `must not name ${refused}` });
       else if (loopbackName && !deps.allowPrivateNetworks) {
@@ -207,6 +209,10 @@ export function createWebhooks(deps: WebhooksDeps) {
         updatedAt: now,
       };
       await deps.transaction(async (store) => {
+        // Creations of one organisation in turn, so that concurrent ones cannot all see room for one more.
+        if (!(await store.lockOrganization(organizationId))) {
+          throw new DomainError("not_found", "organization_not_found", `organisation ${organizationId} does not exist`);
+        }
         if ((await store.countEndpoints(organizationId)) >= maxEndpointsPerOrganization) {
           throw new DomainError(
             "failed_precondition",
