@@ -6,6 +6,7 @@
 // rounds, so a noisy neighbour moves one round, not the figure.
 //
 //   node scripts/build.mjs && node bench/gateway.mjs [--seconds 5] [--rounds 3] [--connections 50] [--changes 100] [--no-propagation]
+//     [--no-protocols | --only protocols]
 //
 // Targets: gateway / bare node:http proxy >= 0.9; gateway / @fastify/http-proxy
 // >= 1.0; plugins (session-auth + rate-limit + request-headers) / no plugins
@@ -21,12 +22,20 @@
 // cluster (a local redis-server) / scope instance >= 0.75, and the p99 the
 // Redis check adds; requests admitted over the limit by 3 gateways sharing
 // one Redis, 10 rounds of 300 concurrent requests against a limit of 100: 0.
+// TLS, HTTP/2 and gRPC (h2load from Debian's nghttp2-client, installed when missing; about 2 minutes; alone
+// with --only protocols): HTTPS (TLS 1.3, HTTP/1.1 kept alive, 100 connections) through the gateway / nginx
+// (one worker) terminating TLS 1.3 with the same ECDSA certificate and suite (h2load offers only
+// TLS_AES_128_GCM_SHA256) and proxying to the same upstream >= 0.5;
+// gRPC unary through the gateway (h2c) / direct to a bare node:http2 gRPC upstream, 10 connections of 10
+// streams >= 0.5. Reported: h2 through the gateway, 100 streams over 10 connections / the same requests over
+// HTTP/1.1 on 100 connections (as many in flight), and on 10 connections (as many connections).
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SignJWT, exportJWK, generateKeyPair } from "jose";
-import { everyCore, freePort, hasTaskset, load, median, pinToCore, printTable, root, spawnNode } from "./support.mjs";
+import { ensureDebianPackage } from "../scripts/debian-package.mjs";
+import { everyCore, freePort, hasTaskset, load, median, percentile, pinToCore, printTable, root, spawnNode } from "./support.mjs";
 
 const args = process.argv.slice(2);
 const flag = (name, fallback) => {
@@ -38,6 +47,13 @@ const rounds = Number(flag("rounds", "3"));
 const connections = Number(flag("connections", "50"));
 const changes = Number(flag("changes", "100"));
 const withPropagation = !args.includes("--no-propagation");
+// --only protocols: only the TLS, HTTP/2 and gRPC section; --no-protocols: all but it.
+const only = flag("only", undefined);
+if (only !== undefined && only !== "protocols") {
+  console.error(`--only takes "protocols", not ${JSON.stringify(only)}`);
+  process.exit(2);
+}
+const withProtocols = only === "protocols" || !args.includes("--no-protocols");
 
 if (!existsSync(join(root, "dist", "src", "gateway", "gateway.js"))) {
   console.error("dist/ has no gateway: run `node scripts/build.mjs` first");
@@ -46,9 +62,22 @@ if (!existsSync(join(root, "dist", "src", "gateway", "gateway.js"))) {
 
 let work = mkdtempSync(join(tmpdir(), "gatehouse-bench-gateway-"));
 const stopping = [];
-const stopAll = async () => {
-  for (const stop of stopping.splice(0).reverse()) await stop().catch(() => {});
-  rmSync(work, { recursive: true, force: true });
+/** The h2load now running, if any: ended first when the run stops (on an error or a signal). */
+let loadGenerator;
+/** Set by SIGINT, SIGTERM or SIGHUP: the run stops, and what fails because its servers went is not an error. */
+let interrupted = false;
+const notInterrupted = () => {
+  if (interrupted) throw new Error("interrupted");
+};
+let stopped = Promise.resolve();
+/** Stops every server started so far and removes the run's files; a call made while one runs waits for it and then its own. */
+const stopAll = () => {
+  stopped = stopped.then(async () => {
+    loadGenerator?.kill("SIGKILL");
+    for (const stop of stopping.splice(0).reverse()) await stop().catch(() => {});
+    rmSync(work, { recursive: true, force: true });
+  });
+  return stopped;
 };
 
 // --- servers ----------------------------------------------------------------
@@ -100,6 +129,7 @@ const spec = JSON.parse(readFileSync(process.env.STATE_FILE, "utf8"));
 const loggers = createLoggers("info");
 const gateway = createGateway({
   host: "127.0.0.1", port: Number(process.env.PORT), adminPort: 0, logger: loggers.app,
+  ...(process.env.TLS_PORT ? { tlsPort: Number(process.env.TLS_PORT) } : {}),
   ...(process.env.REDIS_URL ? { redis: { url: process.env.REDIS_URL, timeoutMs: 50 } } : {}),
 });
 gateway.apply({
@@ -113,6 +143,7 @@ process.on("SIGTERM", () => gateway.close().then(() => { loggers.flush(); proces
 `;
 
 async function start(name, script, env, { module = false, core = 0 } = {}) {
+  notInterrupted();
   const port = await freePort();
   const server = await spawnNode([...(module ? ["--input-type=module"] : []), "-e", script], {
     env: { PORT: String(port), ...env },
@@ -162,6 +193,7 @@ async function startGateway(name, spec, env = {}, core = 0) {
  * is not installed.
  */
 async function startRedis(core = "0") {
+  notInterrupted();
   if (spawnSync("sh", ["-c", "command -v redis-server"]).status !== 0) {
     process.stderr.write("redis-server is not installed (node scripts/ensure-redis.mjs): the cluster rows are skipped\n");
     return undefined;
@@ -252,24 +284,36 @@ async function overAdmission(gateways, limit, count, roundsOf) {
   return { over, admitted };
 }
 
-/** nginx with one worker and proxy_pass to the upstream, or undefined (with a message) when it cannot run here. */
-async function startNginx(upstreamPort) {
-  const has = () => spawnSync("sh", ["-c", "command -v nginx"]).status === 0;
-  if (!has()) {
-    if (process.getuid?.() === 0) {
-      process.stderr.write("installing nginx-light with apt-get...\n");
-      spawnSync("apt-get", ["install", "-y", "--no-install-recommends", "nginx-light"], {
-        stdio: "ignore",
-        env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" },
-      });
-    }
-    if (!has()) {
-      process.stderr.write("nginx is not installed and cannot be installed here (apt-get as root): the nginx row is skipped\n");
-      return undefined;
-    }
+/**
+ * Whether `path`'s program (nginx, h2load) can run here: found on the PATH, or installed from Debian's
+ * `packageName` (as root, one installer at a time: scripts/debian-package.mjs); a message when not.
+ */
+function ensureProgram(path, packageName) {
+  const name = path.split("/").at(-1);
+  const has = () => spawnSync("sh", ["-c", `command -v ${name}`]).status === 0;
+  if (has()) return true;
+  try {
+    ensureDebianPackage(path, packageName);
+  } catch (error) {
+    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+  }
+  return has();
+}
+
+/**
+ * nginx with one worker and proxy_pass to the upstream, or undefined (with a message) when it cannot run here.
+ * With `tls` (PEM files `cert` and `key` for `name`) it terminates TLS 1.3 and keeps a client's connection for
+ * as many requests as the gateway does (no keepalive_requests limit of 1,000, which would add a handshake per
+ * 1,000 requests to nginx's side only).
+ */
+async function startNginx(upstreamPort, tls) {
+  notInterrupted();
+  if (!ensureProgram("/usr/sbin/nginx", "nginx-light")) {
+    process.stderr.write("nginx is not installed and cannot be installed here (apt-get as root): the nginx rows are skipped\n");
+    return undefined;
   }
   const port = await freePort();
-  const prefix = join(work, "nginx");
+  const prefix = join(work, tls ? "nginx-tls" : "nginx");
   spawnSync("mkdir", ["-p", join(prefix, "logs"), join(prefix, "temp")]);
   const conf = join(prefix, "nginx.conf");
   writeFileSync(
@@ -285,13 +329,23 @@ http {
   proxy_temp_path ${join(prefix, "temp")};
   upstream app { server 127.0.0.1:${upstreamPort}; keepalive 64; }
   server {
-    listen 127.0.0.1:${port};
-    location / {
+    listen 127.0.0.1:${port}${tls ? " ssl" : ""};
+${
+  tls
+    ? `    server_name ${tls.name};
+    ssl_certificate ${tls.cert};
+    ssl_certificate_key ${tls.key};
+    ssl_protocols TLSv1.3;
+    keepalive_requests 1000000000;
+    keepalive_timeout 75s;
+`
+    : ""
+}    location / {
       proxy_pass http://app;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
       proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-    }
+${tls ? "      proxy_set_header X-Forwarded-Proto $scheme;\n" : ""}    }
   }
 }
 `,
@@ -311,8 +365,12 @@ http {
   );
   for (let i = 0; i < 100; i++) {
     try {
-      const response = await fetch(`http://127.0.0.1:${port}/`);
-      if (response.ok) return { name: "nginx (1 worker, proxy_pass)", port, pid: child.pid, url: `http://127.0.0.1:${port}` };
+      if (tls) {
+        if ((await httpsStatus(port, "/", tls.name)) === 200) return { name: "nginx (1 worker, TLS, proxy_pass)", port, pid: child.pid };
+      } else {
+        const response = await fetch(`http://127.0.0.1:${port}/`);
+        if (response.ok) return { name: "nginx (1 worker, proxy_pass)", port, pid: child.pid, url: `http://127.0.0.1:${port}` };
+      }
     } catch {
       // not up yet
     }
@@ -341,9 +399,10 @@ function measurePropagation(count) {
   return JSON.parse(result.stdout.trim().split("\n").at(-1));
 }
 
-// --- the run ----------------------------------------------------------------
+// --- the plain-HTTP run ------------------------------------------------------
 
-try {
+/** The small GET through every proxy and gateway configuration, the cluster limit and propagation: their figures. */
+async function measureHttp() {
   const upstream = await start("direct to the upstream", upstreamScript, {});
   const upstreamEnv = { UPSTREAM_PORT: String(upstream.port) };
   const bare = await start("bare node:http proxy", bareProxyScript, upstreamEnv);
@@ -459,8 +518,6 @@ try {
     rows,
   );
 
-  const verdict = (value, target, higherIsBetter = true) =>
-    target === undefined ? "reported" : (higherIsBetter ? value >= target : value <= target) ? "met" : "MISSED";
   const figures = [
     ["gateway / bare node:http proxy", ratio("gateway", "bare"), 0.9],
     ["gateway / direct to the upstream", ratio("gateway", "direct"), undefined],
@@ -564,7 +621,306 @@ try {
       process.stderr.write(`propagation not measured: ${error instanceof Error ? error.message : String(error)}\n`);
     }
   }
-  printTable("Ratios (medians of per-round ratios)", figures);
+  return figures;
+}
+
+// --- TLS, HTTP/2 and gRPC ---------------------------------------------------
+
+const verdict = (value, target, higherIsBetter = true) =>
+  target === undefined ? "reported" : (higherIsBetter ? value >= target : value <= target) ? "met" : "MISSED";
+
+/** The name the benchmark's certificate is for; h2load sends it as SNI and :authority (--connect-to dials 127.0.0.1). */
+const tlsName = "bench.test";
+const tls13Cipher = "TLS_AES_128_GCM_SHA256";
+
+// A bare node:http2 server (h2c) answering every call with one gRPC message and grpc-status 0 (like bench/baseline.mjs's).
+const grpcUpstreamScript = `
+const message = Buffer.concat([Buffer.from([0, 0, 0, 0, 10, 0x0a, 0x08]), Buffer.from("monstera")]);
+const server = require("node:http2").createServer();
+server.on("stream", (stream) => {
+  stream.on("error", () => {});
+  stream.resume();
+  stream.on("end", () => {
+    stream.respond({ ":status": 200, "content-type": "application/grpc" }, { waitForTrailers: true });
+    stream.once("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
+    stream.end(message);
+  });
+});
+server.listen(Number(process.env.PORT), "127.0.0.1", () => console.log("grpc upstream ready"));
+`;
+/** The unary call's request: one length-prefixed message (field 1, "rose"). */
+const grpcRequest = Buffer.concat([Buffer.from([0, 0, 0, 0, 6, 0x0a, 0x04]), Buffer.from("rose")]);
+const grpcMethod = "/bench.v1.Plants/Get";
+const grpcHeaders = { "content-type": "application/grpc", te: "trailers" };
+
+/** The status of one HTTPS GET to 127.0.0.1:`port` with SNI `servername` (the certificate is self-signed: not verified). */
+async function httpsStatus(port, path, servername) {
+  const { request } = await import("node:https");
+  return new Promise((resolve, reject) => {
+    const req = request({ host: "127.0.0.1", port, path, servername, headers: { host: servername }, rejectUnauthorized: false }, (res) => {
+      res.resume();
+      res.on("end", () => resolve(res.statusCode));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+/** One gRPC unary call with node:http2 (h2c): the answer's grpc-status and message, to check a path before it is timed. */
+async function grpcCall(url) {
+  const { connect } = await import("node:http2");
+  const session = connect(url);
+  try {
+    return await new Promise((resolve, reject) => {
+      const stream = session.request({ ":method": "POST", ":path": grpcMethod, ...grpcHeaders });
+      const chunks = [];
+      let status;
+      stream.on("response", (headers) => {
+        status = headers["grpc-status"];
+      });
+      stream.on("trailers", (trailers) => {
+        status = trailers["grpc-status"];
+      });
+      stream.on("data", (chunk) => chunks.push(chunk));
+      stream.on("end", () => resolve({ status, body: Buffer.concat(chunks) }));
+      stream.on("error", reject);
+      session.on("error", reject);
+      stream.end(grpcRequest);
+    });
+  } finally {
+    session.destroy();
+  }
+}
+
+/**
+ * One h2load run, pinned to core 1: `seconds` after a second of warm-up (or exactly `requests` requests, for a
+ * check), over `connections` connections with up to `streams` streams each (HTTP/2; `h1`: HTTP/1.1, one request
+ * at a time per connection, kept alive). Returns req/s, p50 and p99 of the answered requests (from h2load's
+ * per-request log), the answers other than 2xx and the protocol, TLS version and cipher it negotiated.
+ */
+async function h2load({ url, connectTo, h1 = false, connections, streams = 1, body, headers = {}, seconds: runFor, requests }) {
+  const { spawn } = await import("node:child_process");
+  const log = join(work, "h2load.log");
+  const argv = requests ? ["-n", String(requests)] : ["-D", String(runFor), "--warm-up-time=1"];
+  argv.push("-t", "1", "-c", String(connections), "-m", String(streams), `--log-file=${log}`);
+  if (h1) argv.push("--h1");
+  // One TLS 1.3 suite for every server (h2load offers four; nginx and node:tls would each pick its own).
+  if (connectTo) argv.push(`--connect-to=${connectTo}`, `--tls13-ciphers=${tls13Cipher}`);
+  if (body) argv.push("-d", body);
+  for (const [name, value] of Object.entries(headers)) argv.push("-H", `${name}: ${value}`);
+  argv.push(url);
+  const [command, ...rest] = hasTaskset ? ["taskset", "-c", "1", "h2load", ...argv] : ["h2load", ...argv];
+  notInterrupted();
+  const child = spawn(command, rest, { stdio: ["ignore", "pipe", "pipe"] });
+  loadGenerator = child;
+  let out = "";
+  child.stdout.on("data", (chunk) => {
+    out += chunk;
+  });
+  child.stderr.on("data", (chunk) => {
+    out += chunk;
+  });
+  const code = await new Promise((resolve) => child.once("close", resolve));
+  loadGenerator = undefined;
+  const counts = /requests: (\d+) total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout/.exec(out);
+  const statuses = /status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx/.exec(out);
+  if (code !== 0 || !counts || !statuses) throw new Error(`h2load ${argv.join(" ")} exited with ${code}:\n${out}`);
+  // Requests cut at the end of the warm-up or of the run are logged with status 0: not counted as answered.
+  const times = [];
+  for (const line of readFileSync(log, "utf8").split("\n")) {
+    const [, status, micros] = line.split("\t");
+    if (status?.startsWith("2")) times.push(Number(micros) / 1000);
+  }
+  rmSync(log, { force: true });
+  return {
+    rps: Number(/finished in [\d.]+m?s, ([\d.]+) req\/s/.exec(out)?.[1] ?? 0),
+    p50: percentile(times, 50),
+    p99: percentile(times, 99),
+    ok: Number(statuses[1]),
+    failures: Number(counts[3]) + Number(counts[4]) + Number(counts[5]) + Number(statuses[2]) + Number(statuses[3]) + Number(statuses[4]),
+    protocol: /Application protocol: (\S+)/.exec(out)?.[1] ?? "?",
+    tls: /TLS Protocol: (\S+)/.exec(out)?.[1],
+    cipher: /Cipher: (\S+)/.exec(out)?.[1],
+    group: /Server Temp Key: (\S+)/.exec(out)?.[1],
+  };
+}
+
+/** A self-signed ECDSA P-256 certificate for `name` made by openssl in the run's directory: the files and PEMs. */
+function makeCertificate(name) {
+  const cert = join(work, "tls-cert.pem");
+  const key = join(work, "tls-key.pem");
+  const argv = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "30"];
+  argv.push("-keyout", key, "-out", cert, "-subj", `/CN=${name}`, "-addext", `subjectAltName=DNS:${name}`);
+  const made = spawnSync("openssl", argv, { encoding: "utf8" });
+  if (made.status !== 0) throw new Error(`openssl req failed: ${made.stderr}`);
+  return { name, cert, key, certPem: readFileSync(cert, "utf8"), keyPem: readFileSync(key, "utf8") };
+}
+
+/**
+ * HTTPS and h2 through the gateway's TLS listener, and gRPC unary through its plain port (h2c), each against a
+ * baseline of the same run: nginx terminating TLS 1.3 the same way, HTTP/1.1 carrying the same requests, the gRPC
+ * upstream called directly. Servers on core 0, h2load on core 1; scenarios take turns in rounds and the ratios are
+ * medians of per-round ratios. Its figures, or none (with a message) when h2load cannot run here.
+ */
+async function measureProtocols() {
+  if (!ensureProgram("/usr/bin/h2load", "nghttp2-client")) {
+    process.stderr.write(
+      "h2load is not installed and cannot be installed here (apt-get as root): the TLS, HTTP/2 and gRPC rows are skipped\n",
+    );
+    return [];
+  }
+  const certificate = makeCertificate(tlsName);
+  const upstream = await start("upstream", upstreamScript, {});
+  const grpcUpstream = await start("gRPC upstream", grpcUpstreamScript, {});
+  const tlsPort = await freePort();
+  const yaml = `version: 1
+domains:
+  - name: ${tlsName}
+    tls:
+      certificate: \${secret:production/BENCH_CERT}
+      private_key: \${secret:production/BENCH_KEY}
+routes:
+  - name: plants
+    path: /r/*
+    upstream: ${upstream.url}
+  - name: plants-grpc
+    path: /bench.v1.Plants/*
+    upstream: ${grpcUpstream.url}
+`;
+  const gateway = await startGateway(
+    "gateway, TLS",
+    {
+      issuer: "http://127.0.0.1:8080",
+      jwks: { keys: [] },
+      secrets: { "production/BENCH_CERT": certificate.certPem, "production/BENCH_KEY": certificate.keyPem },
+      yaml,
+    },
+    { TLS_PORT: String(tlsPort) },
+  );
+  const nginx = await startNginx(upstream.port, certificate);
+  const grpcBody = join(work, "grpc-request.bin");
+  writeFileSync(grpcBody, grpcRequest);
+
+  const https = (port) => ({ url: `https://${tlsName}/r/4`, connectTo: `127.0.0.1:${port}` });
+  const grpc = (server) => ({ url: `${server.url}${grpcMethod}`, body: grpcBody, headers: grpcHeaders });
+  const scenarios = [
+    { key: "https", name: "gateway, HTTPS: HTTP/1.1, 100 connections", ...https(tlsPort), h1: true, connections: 100, alpn: "http/1.1" },
+    ...(nginx
+      ? [
+          {
+            key: "nginx",
+            name: "nginx (1 worker), HTTPS: HTTP/1.1, 100 connections",
+            ...https(nginx.port),
+            h1: true,
+            connections: 100,
+            alpn: "http/1.1",
+          },
+        ]
+      : []),
+    { key: "h2", name: "gateway, h2: 10 connections x 10 streams", ...https(tlsPort), connections: 10, streams: 10, alpn: "h2" },
+    { key: "h1-10", name: "gateway, HTTPS: HTTP/1.1, 10 connections", ...https(tlsPort), h1: true, connections: 10, alpn: "http/1.1" },
+    {
+      key: "grpc-direct",
+      name: "gRPC unary direct to the upstream (h2c), 10 x 10 streams",
+      ...grpc(grpcUpstream),
+      connections: 10,
+      streams: 10,
+      alpn: "h2c",
+    },
+    {
+      key: "grpc",
+      name: "gRPC unary through the gateway (h2c), 10 x 10 streams",
+      ...grpc(gateway),
+      connections: 10,
+      streams: 10,
+      alpn: "h2c",
+    },
+  ];
+
+  // Every path answers before it is timed: 2xx on the protocol meant, TLS 1.3 over TLS, grpc-status 0 with the message.
+  for (const server of [grpcUpstream, gateway]) {
+    const answer = await grpcCall(server.url);
+    if (answer.status !== "0" || answer.body.length !== 15)
+      throw new Error(`${server.name}: gRPC call answered grpc-status ${answer.status}`);
+  }
+  for (const scenario of scenarios) {
+    const check = await h2load({ ...scenario, connections: Math.min(scenario.connections, 10), requests: 200 });
+    const tlsOk = !scenario.connectTo || (check.tls === "TLSv1.3" && check.cipher === tls13Cipher);
+    if (check.ok !== 200 || check.failures > 0 || check.protocol !== scenario.alpn || !tlsOk) {
+      throw new Error(
+        `${scenario.name}: ${check.ok} of 200 answered 2xx over ${check.protocol} (${[check.tls ?? "no TLS", check.cipher].filter(Boolean).join(", ")})`,
+      );
+    }
+  }
+
+  pinToCore(1);
+  process.stderr.write(`TLS, HTTP/2 and gRPC: ${rounds} round(s) of ${seconds} s runs\n`);
+  const runs = Object.fromEntries(scenarios.map((s) => [s.key, []]));
+  for (let round = 0; round < rounds; round++) {
+    for (const scenario of scenarios) {
+      const result = await h2load({ ...scenario, seconds });
+      if (result.failures > 0) throw new Error(`${scenario.name}: ${result.failures} failed requests`);
+      runs[scenario.key].push(result);
+    }
+  }
+
+  const of = (key, field) => median(runs[key].map((run) => run[field]));
+  const ratio = (a, b) => median(runs[a].map((run, i) => run.rps / runs[b][i].rps));
+  const negotiated = (run) => [run.protocol, run.tls, run.cipher, run.group].filter(Boolean).join(", ");
+  printTable(
+    `TLS, HTTP/2 and gRPC (h2load), servers on core 0, medians of ${rounds} round(s) of ${seconds} s (bench/gateway.mjs)`,
+    scenarios.map((s) => ({
+      scenario: s.name,
+      "req/s": Math.round(of(s.key, "rps")),
+      "p50 ms": of(s.key, "p50").toFixed(2),
+      "p99 ms": of(s.key, "p99").toFixed(2),
+      negotiated: negotiated(runs[s.key][0]),
+    })),
+  );
+  if (nginx && negotiated(runs.https[0]) !== negotiated(runs.nginx[0])) {
+    process.stderr.write("the gateway and nginx negotiated different TLS: the HTTPS ratio compares unlike handshakes\n");
+  }
+  return [
+    ...(nginx ? [["HTTPS (TLS 1.3, keep-alive), gateway / nginx (1 worker)", ratio("https", "nginx"), 0.5]] : []),
+    ["h2, 100 streams over 10 connections / HTTP/1.1, 100 connections", ratio("h2", "https"), undefined],
+    ["h2, 100 streams over 10 connections / HTTP/1.1, 10 connections", ratio("h2", "h1-10"), undefined],
+    ["gRPC unary, through the gateway / direct to the upstream", ratio("grpc", "grpc-direct"), 0.5],
+  ].map(([figure, value, target]) => ({
+    figure,
+    value: value.toFixed(2),
+    target: target === undefined ? "-" : `>= ${target.toFixed(2)}`,
+    verdict: verdict(value, target),
+  }));
+}
+
+// --- the run ----------------------------------------------------------------
+
+// Ctrl-C or a kill ends every server this run started and removes its files before the process exits: the
+// run's own code then fails (its servers are gone, no new one starts) and ends through `finally`; a run still
+// waiting 10 s later is ended here.
+for (const [signal, number] of [
+  ["SIGINT", 2],
+  ["SIGTERM", 15],
+  ["SIGHUP", 1],
+]) {
+  process.once(signal, () => {
+    interrupted = true;
+    process.exitCode = 128 + number;
+    stopAll().then(() => setTimeout(() => stopAll().finally(() => process.exit()), 10_000).unref());
+  });
+}
+
+try {
+  const figures = only === "protocols" ? [] : await measureHttp();
+  if (withProtocols) {
+    // On a machine with nothing else of this run's: the servers above are stopped first.
+    await stopAll();
+    work = mkdtempSync(join(tmpdir(), "gatehouse-bench-gateway-"));
+    figures.push(...(await measureProtocols()));
+  }
+  if (figures.length > 0) printTable("Ratios (medians of per-round ratios)", figures);
+} catch (error) {
+  if (!interrupted) throw error;
 } finally {
   await stopAll();
 }
