@@ -600,6 +600,7 @@ export class Exchange implements TryOwner {
       target,
       (this.tried?.length ?? 0) + 1,
       this.span.tryStart(target.url, (this.tried?.length ?? 0) + 1),
+      this.route!.timeoutMs,
     );
     if (this.tried === undefined) this.tried = [target];
     else this.tried.push(target);

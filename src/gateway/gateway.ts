@@ -18,6 +18,7 @@ import { certificateFor } from "./certificates.js";
 import { defaultEdgeLimits, type EdgeLimits } from "./proxy/edge-limits.js";
 import { connectionBudget, createEdgeServer, openFileLimit } from "./proxy/edge-server.js";
 import { createHttp2Sessions } from "./proxy/grpc.js";
+import { connectorWithin } from "./proxy/upstream-connect.js";
 import { createAdmission, createHttp2Server, createPlainListener, createTlsListener } from "./proxy/listeners.js";
 
 export interface GatewayOptions {
@@ -125,7 +126,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     if (pool === undefined) {
       pool = new Pool(origin, {
         connections: options.upstreamConnections ?? null,
-        connect: { timeout: connectTimeoutMs },
+        connect: connectorWithin(connectTimeoutMs),
         keepAliveTimeout: 4_000,
       });
       pools.set(key, pool);

@@ -1,3 +1,4 @@
+import { createClient } from "@redis/client";
 import { request } from "node:http";
 import { createGateway, type Gateway } from "../../src/gateway/gateway.js";
 import { createLoggers } from "../../src/server/logger.js";
@@ -74,6 +75,14 @@ async function untilShared(list: readonly TestGateway[]): Promise<void> {
 afterEach(async () => {
   await Promise.all(gateways.splice(0).map((g) => g.close()));
 });
+
+async function until(condition: () => Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
 afterAll(async () => {
   await Promise.all([redis?.stop(), upstream?.close()]);
 });
@@ -153,6 +162,95 @@ test("Redis gone mid-run: no 5xx, each gateway counts for itself and says so in 
     shared = statuses.join(",") === "200,200,200,200,429,429";
   }
   expect(shared).toBe(true);
+});
+
+/** The scripts Redis has run (EVALSHA and EVAL): how many checks reached it. */
+async function checksRun(client: { sendCommand(args: string[]): Promise<unknown> }): Promise<number> {
+  const info = String(await client.sendCommand(["INFO", "commandstats"]));
+  let total = 0;
+  for (const match of info.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)) total += Number(match[1]);
+  return total;
+}
+
+async function storeErrors(g: TestGateway): Promise<number> {
+  const metrics = await (await fetch(`${g.adminUrl}/metrics`)).text();
+  return Number(/gatehouse_gateway_rate_limit_store_errors_total (\d+)/.exec(metrics)?.[1]);
+}
+
+/** A request and how long its answer took. */
+async function timedHit(url: string, path: string, client: string): Promise<{ status: number; ms: number }> {
+  const started = performance.now();
+  const { status } = await hit(url, path, client);
+  return { status, ms: performance.now() - started };
+}
+
+/** Six requests of a fresh client, alternating between two gateways, against a limit of 4: shared when the last two are refused. */
+async function untilCountedTogether(a: TestGateway, b: TestGateway, path: string): Promise<boolean> {
+  const deadline = Date.now() + 15_000;
+  while (Date.now() < deadline) {
+    const client = `127.0.5.${1 + Math.floor(Math.random() * 250)}`;
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) statuses.push((await hit(i % 2 === 0 ? a.url : b.url, path, client)).status);
+    if (statuses.join(",") === "200,200,200,200,429,429") return true;
+    await new Promise((r) => setTimeout(r, 300));
+  }
+  return false;
+}
+
+test("Redis stopped (SIGSTOP: connected, answering late): every request is answered, none a 5xx; a late check is counted locally after GATEWAY_REDIS_TIMEOUT_MS, three in a row send the next second to the local counts, and each is counted in the metric; resumed (SIGCONT), the count is shared again", async () => {
+  const timeoutMs = 400;
+  const [a, b] = [await gatewayWithRedis(timeoutMs), await gatewayWithRedis(timeoutMs)];
+  const state = document(4);
+  a.gateway.apply(state);
+  b.gateway.apply(state);
+  expect(await untilCountedTogether(a, b, "/limited/before")).toBe(true);
+  const observer = createClient({ url: redis.url });
+  await observer.connect();
+  try {
+    const checksBefore = await checksRun(observer);
+    const errorsBefore = await storeErrors(a);
+    redis.pause();
+    let late: { status: number; ms: number }[];
+    let local: { status: number; ms: number }[];
+    let probe: { status: number; ms: number };
+    try {
+      // Three checks in a row that Redis answers too late: each waits about the time-out, then is counted locally.
+      late = [];
+      for (let i = 0; i < 3; i++) late.push(await timedHit(a.url, "/limited/stalled", "127.0.0.60"));
+      // The next second every request is counted locally without asking Redis: answered at once, and the
+      // local count holds the limit (4 for this client: 3 late ones and 1 more).
+      local = [];
+      for (let i = 0; i < 3; i++) local.push(await timedHit(a.url, "/limited/stalled", "127.0.0.60"));
+      // After the second, one request asks Redis again (late again: it waits the time-out).
+      await new Promise((r) => setTimeout(r, 1_300));
+      probe = await timedHit(a.url, "/limited/stalled", "127.0.0.61");
+    } finally {
+      redis.resume();
+    }
+    expect([...late, ...local, probe].filter((answer) => answer.status >= 500)).toEqual([]);
+    expect(late.map((answer) => answer.status)).toEqual([200, 200, 200]);
+    for (const { ms } of late) {
+      expect(ms).toBeGreaterThanOrEqual(timeoutMs - 20);
+      expect(ms).toBeLessThan(timeoutMs + 1_500);
+    }
+    expect(local.map((answer) => answer.status)).toEqual([200, 429, 429]);
+    for (const { ms } of local) expect(ms).toBeLessThan(timeoutMs - 50);
+    expect(probe.status).toBe(200);
+    expect(probe.ms).toBeGreaterThanOrEqual(timeoutMs - 20);
+    // Every request counted locally is in the metric.
+    expect((await storeErrors(a)) - errorsBefore).toBe(7);
+    // The witness: Redis, resumed, ran the three late checks and the probe, and nothing of the second between.
+    await until(async () => (await checksRun(observer)) - checksBefore === 4, "Redis to run the checks that waited");
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await checksRun(observer)) - checksBefore).toBe(4);
+  } finally {
+    await observer.close();
+  }
+  // The late checks ran when Redis got to them: the client's three stalled requests count in Redis too.
+  expect(await untilCountedTogether(a, b, "/limited/after")).toBe(true);
+  const counted = await hit(b.url, "/limited/stalled", "127.0.0.60");
+  expect({ status: counted.status, remaining: counted.headers["ratelimit-remaining"] }).toEqual({ status: 200, remaining: "0" });
+  expect((await hit(a.url, "/limited/stalled", "127.0.0.60")).status).toBe(429);
 });
 
 test("without GATEWAY_REDIS_URL a cluster limit is counted by each gateway, and that is logged once per configuration", async () => {

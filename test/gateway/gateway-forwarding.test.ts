@@ -51,7 +51,7 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => probe.close(() => resolve()));
 
   gw = await startTestGateway(
-    { upstreamTimeoutMs: 300 },
+    { upstreamTimeoutMs: 1_000 },
     stateFromYaml(`version: 1
 routes:
   - name: echo

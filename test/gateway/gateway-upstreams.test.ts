@@ -1,6 +1,10 @@
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 import { request } from "node:http";
-import { send, startTestGateway, stateFromYaml, type TestGateway } from "../support/gateway.js";
-import { startTarget, type TestTarget } from "../support/targets.js";
+import { connect, type Socket } from "node:net";
+import type { GatewayOptions } from "../../src/gateway/gateway.js";
+import { reasonOf, send, startTestGateway, stateFromYaml, type TestGateway } from "../support/gateway.js";
+import { startTarget, type TargetMode, type TestTarget } from "../support/targets.js";
 
 /**
  * Upstreams at the gateway (docs/gateway.md, "Upstreams, health and
@@ -20,8 +24,8 @@ async function targetsNamed(...names: string[]): Promise<TestTarget[]> {
   return started;
 }
 
-async function gatewayWith(yaml: string): Promise<TestGateway> {
-  gw = await startTestGateway({ clock: () => now, upstreamTimeoutMs: 2_000 }, stateFromYaml(yaml, { revision: revision++ }));
+async function gatewayWith(yaml: string, options: Partial<GatewayOptions> = {}): Promise<TestGateway> {
+  gw = await startTestGateway({ clock: () => now, upstreamTimeoutMs: 2_000, ...options }, stateFromYaml(yaml, { revision: revision++ }));
   return gw;
 }
 
@@ -42,12 +46,85 @@ async function until(condition: () => boolean | Promise<boolean>, what: string, 
   }
 }
 
+/** Things a test opened besides targets and the gateway, closed after it. */
+const closers: (() => unknown)[] = [];
+
 afterEach(async () => {
   await gw?.close();
   gw = undefined;
   await Promise.all(targets.map((t) => t.close()));
   targets = [];
+  await Promise.all(closers.splice(0).map((close) => close()));
 });
+
+/** Debian's interpreter when present. */
+const python = existsSync("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+
+/**
+ * A TCP listener that never completes a handshake: it listens with a backlog of 0 and never
+ * accepts, and one connection of the test's own fills its accept queue, so Linux drops every
+ * further SYN (the connection stays in SYN-SENT, as with a host that does not answer). Node's
+ * listeners accept on their own, hence a Python process.
+ */
+async function neverAccepting(): Promise<string> {
+  const child = spawn(
+    python,
+    [
+      "-c",
+      "import socket, sys\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen(0)\nprint(s.getsockname()[1], flush=True)\nsys.stdin.read()",
+    ],
+    { stdio: ["pipe", "pipe", "inherit"] },
+  );
+  closers.push(() => child.kill());
+  const port = await new Promise<number>((resolve, reject) => {
+    child.stdout.once("data", (data: Buffer) => resolve(Number(String(data).trim())));
+    child.once("exit", (code) => reject(new Error(`the listener exited with ${code}`)));
+  });
+  const filler = await new Promise<Socket>((resolve, reject) => {
+    const socket = connect(port, "127.0.0.1", () => resolve(socket));
+    socket.once("error", reject);
+  });
+  closers.push(() => filler.destroy());
+  // The queue is full: a second connection does not complete.
+  const probe = connect(port, "127.0.0.1");
+  const connected = await new Promise<boolean>((resolve) => {
+    probe.once("connect", () => resolve(true));
+    probe.once("error", () => resolve(false));
+    setTimeout(() => resolve(false), 300);
+  });
+  probe.destroy();
+  if (connected) throw new Error("the listener accepted a second connection: its queue is not full");
+  return `http://127.0.0.1:${port}`;
+}
+
+/**
+ * One GET on a fresh connection, read to its end or its cut-off: the status, the body that
+ * arrived, and whether the answer was complete.
+ */
+function getToTheEnd(path: string, requestId: string): Promise<{ status: number; body: string; complete: boolean }> {
+  const { port } = new URL(gw!.url);
+  return new Promise((resolve, reject) => {
+    let answered = false;
+    const req = request({ host: "127.0.0.1", port, path, agent: false, headers: { host: "gw.test", "x-request-id": requestId } }, (res) => {
+      answered = true;
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        body += chunk;
+      });
+      res.on("error", () => {});
+      res.on("close", () => resolve({ status: res.statusCode ?? 0, body, complete: res.complete }));
+    });
+    req.on("error", (error) => {
+      if (!answered) reject(error);
+    });
+    req.end();
+  });
+}
+
+async function metricsOf(g: TestGateway): Promise<string> {
+  return (await fetch(`${g.adminUrl}/metrics`)).text();
+}
 
 describe("balancing", () => {
   test("round-robin spreads requests in proportion to weight: over 1,000 requests to 100/100/200, each within 10% of its share", async () => {
@@ -316,14 +393,14 @@ routes:
 });
 
 describe("retries", () => {
-  const pool = (a: TestTarget, b: TestTarget, retries = 1) => `version: 1
+  const pool = (a: TestTarget, b: TestTarget, retries = 1, extra = "") => `version: 1
 upstreams:
   - name: pool
     retries: ${retries}
     targets:
       - {url: ${a.url}}
       - {url: ${b.url}}
-routes:
+${extra}routes:
   - name: r
     path: /*
     upstream: pool
@@ -375,6 +452,84 @@ routes:
     expect(statuses).toContain(500);
   });
 
+  test.each([502, 504])(
+    "a target's %d to an idempotent GET is tried again on the other target, under the same X-Request-Id",
+    async (status) => {
+      const [a, b] = await targetsNamed("a", "b");
+      const g = await gatewayWith(pool(a!, b!));
+      a!.mode = `error${status}` as TargetMode;
+      for (let i = 0; i < 6; i++) expect((await get("/x", { "x-request-id": `answer-${status}-${i}` })).status).toBe(200);
+      expect(a!.received.length).toBeGreaterThan(0);
+      expect(b!.received.length).toBe(6);
+      for (const { requestId } of a!.received) expect(b!.received.map((r) => r.requestId)).toContain(requestId);
+      expect(Number(/gatehouse_gateway_upstream_retries_total\{route="r"\} (\d+)/.exec(await metricsOf(g))?.[1])).toBe(a!.received.length);
+    },
+  );
+
+  test("every method the docs list as idempotent (HEAD, OPTIONS, PUT, DELETE) is tried again after a 502; a POST or PATCH is not, even without a body", async () => {
+    const [a, b] = await targetsNamed("a", "b");
+    await gatewayWith(pool(a!, b!));
+    a!.mode = "error502";
+    for (const method of ["HEAD", "OPTIONS", "PUT", "DELETE"]) {
+      for (let i = 0; i < 2; i++) expect({ method, status: (await get("/x", {}, method)).status }).toEqual({ method, status: 200 });
+    }
+    const idempotentAtA = a!.received.length;
+    expect(idempotentAtA).toBeGreaterThan(0);
+    const relayed: number[] = [];
+    for (const method of ["POST", "PATCH"]) {
+      for (let i = 0; i < 2; i++) relayed.push((await get("/x", { "x-request-id": `${method}-${i}` }, method)).status);
+    }
+    // Round-robin sends every other request to a: its 502s reach the client, b never sees those requests.
+    const notIdempotentAtA = a!.received.slice(idempotentAtA);
+    expect(notIdempotentAtA.length).toBeGreaterThan(0);
+    expect(relayed.filter((s) => s === 502).length).toBe(notIdempotentAtA.length);
+    for (const { requestId } of notIdempotentAtA) expect(b!.received.map((r) => r.requestId)).not.toContain(requestId);
+  });
+
+  test("a target that does not answer within response_ms (the 504 case): a GET is tried on the other target; a POST whose body was sent is not, and is 504", async () => {
+    const slow = await startTarget("slow", { slowMs: 20_000 });
+    targets.push(slow);
+    slow.mode = "slow";
+    const [b] = await targetsNamed("b");
+    const g = await gatewayWith(pool(slow, b!, 1, "    timeouts: {response_ms: 300}\n"), { upstreamTimeoutMs: 20_000 });
+    for (let i = 0; i < 4; i++) expect((await get("/x", { "x-request-id": `slow-get-${i}` })).status).toBe(200);
+    expect(slow.received.length).toBeGreaterThan(0);
+    for (const { requestId } of slow.received) expect(b!.received.map((r) => r.requestId)).toContain(requestId);
+    const retriedGets = g.logs.filter((l) => l.msg === "request" && l.tries === 2);
+    expect(retriedGets.length).toBe(slow.received.length);
+    const getsAtSlow = slow.received.length;
+    const posts: { status: number; reason: string | undefined }[] = [];
+    for (let i = 0; i < 4; i++) {
+      const answer = await get("/x", { "x-request-id": `slow-post-${i}`, "content-type": "text/plain" }, "POST", "payload");
+      posts.push({ status: answer.status, reason: reasonOf(answer) });
+    }
+    const postsAtSlow = slow.received.slice(getsAtSlow);
+    expect(postsAtSlow.length).toBeGreaterThan(0);
+    expect(posts.filter((p) => p.status === 504 && p.reason === "upstream_timeout").length).toBe(postsAtSlow.length);
+    expect(posts.filter((p) => p.status === 200).length).toBe(4 - postsAtSlow.length);
+    for (const { requestId } of postsAtSlow) expect(b!.received.map((r) => r.requestId)).not.toContain(requestId);
+  });
+
+  test("no retry once part of the answer reached the client: a target that sends its head and some body, then resets, cuts the client's answer off, and the other target never receives the request", async () => {
+    const [a, b] = await targetsNamed("a", "b");
+    const g = await gatewayWith(pool(a!, b!));
+    a!.mode = "partial";
+    const answers: { status: number; body: string; complete: boolean }[] = [];
+    for (let i = 0; i < 4; i++) answers.push(await getToTheEnd("/x", `partial-${i}`));
+    expect(a!.received.length).toBeGreaterThan(0);
+    const cut = answers.filter((answer) => !answer.complete);
+    expect(cut.length).toBe(a!.received.length);
+    for (const answer of cut) expect(answer).toEqual({ status: 200, body: "a partial", complete: false });
+    expect(answers.filter((answer) => answer.complete && answer.body === "b").length).toBe(4 - cut.length);
+    for (const { requestId } of a!.received) expect(b!.received.map((r) => r.requestId)).not.toContain(requestId);
+    expect(b!.received.length).toBe(4 - cut.length);
+    // The access log counts one try for each, and the cut-off answers as 502.
+    const lines = g.logs.filter((l) => l.msg === "request" && typeof l.reqId === "string" && l.reqId.startsWith("partial-"));
+    expect(lines.every((l) => l.tries === 1)).toBe(true);
+    expect(lines.filter((l) => l.status === 502).length).toBe(cut.length);
+    expect(await metricsOf(g)).not.toMatch(/gatehouse_gateway_upstream_retries_total\{route="r"\}/);
+  });
+
   test("retries: 0 makes one try only", async () => {
     const [a, b] = await targetsNamed("a", "b");
     await gatewayWith(pool(a!, b!, 0));
@@ -407,6 +562,83 @@ routes:
     expect(answer.status).toBe(504);
     expect(answer.json.code).toBe("deadline_exceeded");
     expect(Date.now() - started).toBeLessThan(1_500);
+  });
+
+  test("an upstream's timeouts.response_ms on its own (no route timeout_ms) bounds the wait for the answer's head: 504 upstream_timeout at about that time", async () => {
+    const slow = await startTarget("slow", { slowMs: 20_000 });
+    targets.push(slow);
+    slow.mode = "slow";
+    // GATEWAY_UPSTREAM_TIMEOUT_MS far beyond: the 504 can only come from response_ms.
+    await gatewayWith(
+      `version: 1
+upstreams:
+  - name: pool
+    retries: 0
+    targets:
+      - {url: ${slow.url}}
+    timeouts: {response_ms: 300}
+routes:
+  - name: r
+    path: /*
+    upstream: pool
+`,
+      { upstreamTimeoutMs: 20_000 },
+    );
+    const started = performance.now();
+    const answer = await get("/x");
+    const ms = performance.now() - started;
+    expect(answer.status).toBe(504);
+    expect(answer.json.code).toBe("deadline_exceeded");
+    expect(reasonOf(answer)).toBe("upstream_timeout");
+    // About response_ms: a timer of coarse ticks (half a second) would take a second or more.
+    expect(ms).toBeGreaterThanOrEqual(280);
+    expect(ms).toBeLessThan(300 + 450);
+    expect(slow.received.length).toBe(1);
+  });
+
+  test("timeouts.connect_ms bounds the connection: a target that never completes the handshake is 504 upstream_timeout after about connect_ms, and a POST to it is tried on another target (it never reached the first)", async () => {
+    const silent = await neverAccepting();
+    const [b] = await targetsNamed("b");
+    // Response timeouts far beyond: a 504 within seconds can only be the connect timeout.
+    const g = await gatewayWith(
+      `version: 1
+upstreams:
+  - name: alone
+    retries: 0
+    targets:
+      - {url: ${silent}}
+    timeouts: {connect_ms: 300, response_ms: 60000}
+  - name: pair
+    retries: 1
+    targets:
+      - {url: ${silent}}
+      - {url: ${b!.url}}
+    timeouts: {connect_ms: 300, response_ms: 60000}
+routes:
+  - name: alone
+    path: /alone/*
+    upstream: alone
+  - name: pair
+    path: /pair/*
+    upstream: pair
+`,
+      { upstreamTimeoutMs: 60_000 },
+    );
+    const started = performance.now();
+    const answer = await get("/alone/x");
+    const ms = performance.now() - started;
+    expect(answer.status).toBe(504);
+    expect(reasonOf(answer)).toBe("upstream_timeout");
+    expect(ms).toBeGreaterThanOrEqual(280);
+    expect(ms).toBeLessThan(300 + 450);
+    expect(await metricsOf(g)).toMatch(/gatehouse_gateway_upstream_errors_total\{route="alone",kind="timeout"\} 1/);
+    for (let i = 0; i < 4; i++) {
+      expect((await get("/pair/x", { "x-request-id": `connect-${i}`, "content-type": "text/plain" }, "POST", "payload")).status).toBe(200);
+    }
+    expect(b!.received.filter((r) => r.method === "POST" && r.body === 7).length).toBe(4);
+    const retried = g.logs.filter((l) => l.msg === "request" && l.route === "pair" && l.tries === 2);
+    expect(retried.length).toBeGreaterThan(0);
+    expect(retried.every((l) => l.target === b!.url)).toBe(true);
   });
 
   test("a body over max_body_bytes is 413 before the target sees any of it when Content-Length says so", async () => {

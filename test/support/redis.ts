@@ -15,6 +15,10 @@ export interface TestRedis {
   kill(): Promise<void>;
   /** Starts it again on the same port, empty. */
   restart(): Promise<void>;
+  /** SIGSTOP: its connections stay open, and what they send is answered only after `resume`. */
+  pause(): void;
+  /** SIGCONT: it answers what waited, in order. */
+  resume(): void;
   stop(): Promise<void>;
 }
 
@@ -59,6 +63,8 @@ export async function startRedis(): Promise<TestRedis> {
     port,
     kill,
     restart: start,
+    pause: () => child?.kill("SIGSTOP"),
+    resume: () => child?.kill("SIGCONT"),
     async stop() {
       await kill();
       rmSync(dir, { recursive: true, force: true });

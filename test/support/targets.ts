@@ -1,8 +1,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 
-/** How a target answers live requests (its health-check path answers `health`). */
-export type TargetMode = "ok" | "reset" | "slow" | "error500" | "error503";
+/**
+ * How a target answers live requests (its health-check path answers `health`): `partial` sends a
+ * 200 head and part of its body, then resets the connection.
+ */
+export type TargetMode = "ok" | "reset" | "slow" | "partial" | "error500" | "error502" | "error503" | "error504";
 
 /**
  * A real upstream target for the gateway's balancing, health and retry tests:
@@ -72,9 +75,17 @@ export async function startTarget(name: string, options: { healthPath?: string; 
         case "slow":
           setTimeout(() => res.end(name), options.slowMs ?? 2_000).unref();
           return;
+        case "partial":
+          res.writeHead(200, { "content-type": "text/plain", "content-length": "1000", "x-target": name });
+          res.write(`${name} partial`);
+          // The head and the first bytes are on their way before the reset.
+          setTimeout(() => req.socket.destroy(), 50).unref();
+          return;
         case "error500":
+        case "error502":
         case "error503":
-          res.writeHead(target.mode === "error500" ? 500 : 503, { "content-type": "text/plain" });
+        case "error504":
+          res.writeHead(Number(target.mode.slice(5)), { "content-type": "text/plain" });
           res.end(name);
           return;
         default:

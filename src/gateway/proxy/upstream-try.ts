@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from "node:http";
-import type { Dispatcher } from "undici";
+import { errors, type Dispatcher } from "undici";
 import type { UpstreamErrorKind } from "../gateway-metrics.js";
 import type { TrySpan } from "../gateway-tracer.js";
 import type { Target } from "../upstreams/upstream-pool.js";
@@ -58,6 +58,8 @@ export class UpstreamTry implements Dispatcher.DispatchHandler {
   abandoned = false;
   answered = false;
   status = 0;
+  /** The wait for the answer's head, from the request's start on the connection. */
+  responseTimer: NodeJS.Timeout | undefined = undefined;
 
   constructor(
     readonly owner: TryOwner,
@@ -66,16 +68,35 @@ export class UpstreamTry implements Dispatcher.DispatchHandler {
     readonly attempt: number,
     /** Its client span (gateway-tracer.ts). */
     readonly span: TrySpan,
+    /**
+     * How long the answer's head may take (`timeouts.response_ms` or the route's `timeout_ms`). undici's
+     * headersTimeout stays as a backstop, but it runs on timers that tick about every half second, so a
+     * 300 ms timeout would fire after about a second: this native timer keeps the documented bound
+     * (docs/gateway.md, "Upstreams, health and retries", Timeouts).
+     */
+    readonly responseTimeoutMs: number,
   ) {}
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
     this.owner.tryStarted(this, controller);
+    if (this.abandoned || controller.aborted || this.responseTimeoutMs <= 0) return;
+    this.responseTimer = setTimeout(() => {
+      this.responseTimer = undefined;
+      if (!this.answered && !this.abandoned && !controller.aborted) controller.abort(new errors.HeadersTimeoutError());
+    }, this.responseTimeoutMs);
+  }
+
+  stopResponseTimer(): void {
+    if (this.responseTimer === undefined) return;
+    clearTimeout(this.responseTimer);
+    this.responseTimer = undefined;
   }
 
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     // 1xx answers (100 Continue, 103 Early Hints) are the upstream hop's business.
     if (statusCode < 200 || this.abandoned) return;
+    this.stopResponseTimer();
     this.answered = true;
     this.status = statusCode;
     if (!this.owner.answerStarted(this, statusCode, headers)) {
@@ -93,6 +114,7 @@ export class UpstreamTry implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    this.stopResponseTimer();
     if (this.abandoned) return;
     const code = (error as { code?: string }).code;
     this.owner.failed(this, upstreamErrorKind(error), !(code !== undefined && beforeConnection.has(code)), error);
