@@ -242,10 +242,6 @@ export function createHttp2Sessions(options: { connectTimeoutMs(origin: string):
         attempt();
       });
     },
-    /** Sessions open to an origin now (for tests and metrics). */
-    sessions(origin: string): number {
-      return (pools.get(origin) ?? []).filter(live).length;
-    },
     close(): void {
       for (const list of pools.values()) for (const entry of list) entry.session.destroy();
       pools.clear();
