@@ -78,6 +78,11 @@ export const answers = {
   connectNotAllowed: gatewayAnswer(Code.Unimplemented, "method_not_allowed", "the gateway is not a forward proxy: CONNECT is not served", {
     status: 405,
   }),
+  unknownMethod: gatewayAnswer(
+    Code.InvalidArgument,
+    "method_unknown",
+    "the request method is not one this gateway knows (HTTP/1.1 would not parse it either): use a registered method such as GET or POST",
+  ),
   traceNotAllowed: gatewayAnswer(
     Code.Unimplemented,
     "method_not_allowed",

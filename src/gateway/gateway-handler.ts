@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
-import { constants as http2Constants, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
+import { METHODS, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
+import { constants as http2Constants, type ClientHttp2Stream, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 import type { Duplex, Readable, Writable } from "node:stream";
 import type { Dispatcher } from "undici";
 import { readRequestPath } from "../domain/config/request-path.js";
@@ -18,7 +18,16 @@ import {
 } from "./gateway-answer.js";
 import type { GatewayMetrics, RouteMetrics, UpstreamErrorKind } from "./gateway-metrics.js";
 import { limitBody } from "./proxy/body-limit.js";
-import { cancel, grpcRequestHeaders, grpcTimeoutMs, isGrpc, responseHeadersOf, trailersOnly, type Http2Sessions } from "./proxy/grpc.js";
+import {
+  cancel,
+  grpcMessage,
+  grpcRequestHeaders,
+  grpcTimeoutMs,
+  isGrpc,
+  responseHeadersOf,
+  trailersOnly,
+  type Http2Sessions,
+} from "./proxy/grpc.js";
 import { isEncrypted, peerAddressOf } from "./proxy/listeners.js";
 import { endWithHead, writeHeadOf } from "./proxy/write-head.js";
 import type { GatewayTracer, RequestSpan } from "./gateway-tracer.js";
@@ -142,6 +151,9 @@ function hasBody(headers: IncomingHttpHeaders): boolean {
   return length !== undefined ? length !== "0" : headers["transfer-encoding"] !== undefined;
 }
 
+/** The methods the HTTP/1.1 parser reads (node:http METHODS): on HTTP/2 any other is 400 `method_unknown`. */
+const knownMethods: ReadonlySet<string> = new Set(METHODS);
+
 /** Methods a retry cannot repeat the effect of (RFC 9110 section 9.2.2). */
 function idempotent(method: string | undefined): boolean {
   return method === "GET" || method === "HEAD" || method === "OPTIONS" || method === "PUT" || method === "DELETE";
@@ -190,6 +202,8 @@ export class Exchange implements TryOwner {
   body: Readable | null = null;
   /** Set when the body grew past the route's max_body_bytes. */
   bodyTooLarge = false;
+  /** Called when it does, for a gRPC call (forwardGrpc: the target's stream is cancelled, the call ends RESOURCE_EXHAUSTED). */
+  bodyExceeded: (() => void) | undefined = undefined;
   /** The upstream request's headers, the same on every try. */
   upstreamRequestHeaders: Record<string, string | string[]> | undefined = undefined;
   /** The client's headers as they go upstream, computed on first use. */
@@ -345,6 +359,8 @@ export class Exchange implements TryOwner {
   run(compiled: CompiledGatewayState): undefined {
     this.compiled = compiled;
     const req = this.req;
+    // HTTP/2 takes any token as :method; the HTTP/1.1 parser only Node's methods. Neither forwards another.
+    if (req.httpVersionMajor === 2 && !knownMethods.has(req.method ?? "")) return void this.refuse(answers.unknownMethod);
     if (!this.readTarget()) return;
     const path = this.path;
     const headers = req.headers;
@@ -460,7 +476,13 @@ export class Exchange implements TryOwner {
       const limit = route.maxBodyBytes;
       const declared = req.headers["content-length"];
       if (limit !== undefined && declared !== undefined && Number(declared) > limit) return this.answer(bodyTooLargeAnswer(limit));
-      this.body = limit !== undefined && declared === undefined ? limitBody(req, limit, () => (this.bodyTooLarge = true)) : req;
+      this.body =
+        limit !== undefined && declared === undefined
+          ? limitBody(req, limit, () => {
+              this.bodyTooLarge = true;
+              this.bodyExceeded?.();
+            })
+          : req;
     }
     this.upstreamRequestHeaders = this.upstreamHeaders();
     if (this.grpc) return this.forwardGrpc();
@@ -471,7 +493,10 @@ export class Exchange implements TryOwner {
    * A gRPC call, over HTTP/2 to one target its balancer picks: the request
    * body and the answer stream through, trailers kept; `grpc-timeout` is
    * honoured (DEADLINE_EXCEEDED when it passes). No retry: a call's messages
-   * cannot be sent twice.
+   * cannot be sent twice. A body that grows past the route's `max_body_bytes`
+   * cancels the target's stream and ends the call with RESOURCE_EXHAUSTED.
+   * Only the target's own failures (unreachable, reset, no head in time, a
+   * 5xx) count against its passive health.
    */
   forwardGrpc(): undefined {
     const route = this.route!;
@@ -489,31 +514,17 @@ export class Exchange implements TryOwner {
     target.health.picked(now);
     const span = this.span.tryStart(target.url, 1);
     let settled = false;
-    const finish = (ok: boolean, status: number, failure?: string) => {
+    /** Ends the try once: `ok` undefined when the call ended for a reason that is not the target's. */
+    const finish = (ok: boolean | undefined, status: number, failure?: string) => {
       if (settled) return;
       settled = true;
-      target.health.finished(ok, this.deps.clock());
+      if (ok === undefined) target.health.released();
+      else target.health.finished(ok, this.deps.clock());
       span.end(status, failure);
     };
     const deadline = grpcTimeoutMs(req.headers["grpc-timeout"]);
-    let stream: ReturnType<ReturnType<Http2Sessions["sessionFor"]>["request"]>;
-    try {
-      stream = this.deps.http2Sessions
-        .sessionFor(target.origin)
-        .request(
-          grpcRequestHeaders(
-            withTraceContext(this.upstreamRequestHeaders!, span.headers),
-            target,
-            target.basePath + this.forwardTarget,
-            req.method ?? "POST",
-          ),
-          { endStream: false },
-        );
-    } catch {
-      finish(false, 0, "refused");
-      this.metrics?.upstreamError("refused");
-      return this.answer(answers.upstreamUnreachable);
-    }
+    let stream: ClientHttp2Stream | undefined;
+    let ended = false;
     // Until the head arrives: the route's timeout (or the call's deadline, whichever is sooner); then only the deadline.
     const headTimer = setTimeout(() => expire("timeout"), deadline === undefined ? route.timeoutMs : Math.min(deadline, route.timeoutMs));
     const deadlineTimer = deadline === undefined ? undefined : setTimeout(() => expire("deadline"), deadline);
@@ -521,54 +532,83 @@ export class Exchange implements TryOwner {
       clearTimeout(headTimer);
       clearTimeout(deadlineTimer);
     };
-    const expire = (why: "timeout" | "deadline") => {
-      stop();
-      cancel(stream);
-      finish(false, 0, "timeout");
-      this.metrics?.upstreamError("timeout");
+    /** Ends the client's call with a gRPC status: Trailers-Only before any head, else in the trailers. */
+    const endCall = (answer: GatewayAnswer, status: string, message: string) => {
+      ended = true;
+      if (this.clientGone) return;
       if (!res.headersSent) {
-        this.answer(answers.upstreamTimeout);
+        this.answer(answer);
         return;
       }
-      // Mid-stream: the call ends with DEADLINE_EXCEEDED in the trailers.
-      (res as GatewayResponse).addTrailers({ "grpc-status": "4", "grpc-message": why === "deadline" ? "deadline exceeded" : "timed out" });
+      (res as GatewayResponse).addTrailers({ "grpc-status": status, "grpc-message": message });
       res.end();
     };
-    (this.body ?? req).pipe(stream);
-    let headOnly = false;
-    stream.on("response", (headers, flags) => {
-      clearTimeout(headTimer);
-      const status = Number(headers[":status"] ?? 0);
-      finish(status < 500, status);
-      this.upstreamStatus = status;
-      if (this.clientGone) return;
-      const out = responseHeadersOf(headers);
-      out.push("x-request-id", this.requestId);
-      if (this.extra !== undefined) out.push(...this.extra);
-      // A Trailers-Only answer (its HEADERS ends the stream) goes on as one too.
-      headOnly = (flags & http2Constants.NGHTTP2_FLAG_END_STREAM) !== 0;
-      if (headOnly) endWithHead(res, status, out);
-      else writeHeadOf(res, status, out);
-    });
-    stream.on("trailers", (trailers) => {
-      const out: Record<string, string | string[]> = {};
-      for (const name in trailers) {
-        const value = trailers[name];
-        if (value !== undefined && name.charCodeAt(0) !== 58) out[name] = typeof value === "number" ? String(value) : value;
-      }
-      res.addTrailers(out);
-    });
-    stream.on("data", (chunk: Buffer) => this.data(undefined, { pause: () => stream.pause(), resume: () => stream.resume() }, chunk));
-    stream.on("end", () => {
+    const expire = (why: "timeout" | "deadline") => {
       stop();
-      if (headOnly) return;
-      if (!res.headersSent) writeHeadOf(res, this.upstreamStatus || 200, ["x-request-id", this.requestId]);
-      res.end();
+      if (stream !== undefined) cancel(stream);
+      // The route's timeout before any head is the target's doing; a deadline the client set is not.
+      finish(why === "timeout" && !res.headersSent ? false : undefined, 0, "timeout");
+      this.metrics?.upstreamError("timeout");
+      endCall(answers.upstreamTimeout, "4", why === "deadline" ? "deadline exceeded" : "timed out");
+    };
+    const limit = route.maxBodyBytes ?? 0;
+    // A body over the limit fails the limiter, maybe before the target's stream is open: bodyExceeded answers it.
+    this.body?.on("error", () => {});
+    this.bodyExceeded = () => {
+      stop();
+      if (stream !== undefined) cancel(stream);
+      finish(undefined, 0, "body_too_large");
+      // Answered once the read that found the excess is over: a stream answered and reset from inside it loses its HEADERS.
+      setImmediate(() => endCall(bodyTooLargeAnswer(limit), "8", grpcMessage(`the request body is over ${limit} bytes`)));
+    };
+    res.once("close", () => {
+      stop();
+      if (stream !== undefined) cancel(stream);
+      finish(undefined, 499);
     });
+    this.deps.http2Sessions
+      .open(
+        target.origin,
+        grpcRequestHeaders(
+          withTraceContext(this.upstreamRequestHeaders!, span.headers),
+          target,
+          target.basePath + this.forwardTarget,
+          req.method ?? "POST",
+        ),
+      )
+      .then(
+        (opened) => {
+          if (ended || this.clientGone || this.bodyTooLarge) {
+            cancel(opened);
+            return;
+          }
+          stream = opened;
+          this.relayGrpc(opened, { headArrived: () => clearTimeout(headTimer), stop }, finish);
+        },
+        () => {
+          stop();
+          if (ended) return;
+          finish(false, 0, "refused");
+          if (this.clientGone) return;
+          this.metrics?.upstreamError("refused");
+          this.answer(answers.upstreamUnreachable);
+        },
+      );
+  }
+
+  /** Relays a gRPC call's stream both ways once the target's stream is open (forwardGrpc). */
+  relayGrpc(
+    stream: ClientHttp2Stream,
+    timers: { headArrived(): void; stop(): void },
+    finish: (ok: boolean | undefined, status: number, failure?: string) => void,
+  ): void {
+    const { headArrived, stop } = timers;
+    const req = this.req;
+    const res = this.res!;
     stream.on("error", () => {
       stop();
+      if (this.bodyTooLarge || this.clientGone) return;
       finish(false, 0, "reset");
-      if (this.clientGone) return;
       this.metrics?.upstreamError("reset");
       if (!res.headersSent) this.answer(answers.upstreamUnreachable);
       else {
@@ -576,9 +616,45 @@ export class Exchange implements TryOwner {
         res.destroy();
       }
     });
-    res.once("close", () => {
+    // A body over the limit fails the limiter: the target's stream is cancelled (bodyExceeded), never ended.
+    (this.body ?? req).pipe(stream);
+    let headOnly = false;
+    stream.on("response", (headers, flags) => {
+      headArrived();
+      const status = Number(headers[":status"] ?? 0);
+      this.upstreamStatus = status;
+      if (this.clientGone || this.bodyTooLarge) return;
+      finish(status < 500, status);
+      const out = responseHeadersOf(headers);
+      out.push("x-request-id", this.requestId);
+      if (this.extra !== undefined) out.push(...this.extra);
+      // A Trailers-Only answer (its HEADERS ends the stream) goes on as one too.
+      headOnly = (flags & http2Constants.NGHTTP2_FLAG_END_STREAM) !== 0;
+      if (headOnly) {
+        stop();
+        endWithHead(res, status, out);
+      } else {
+        writeHeadOf(res, status, out);
+      }
+    });
+    stream.on("trailers", (trailers) => {
+      if (this.bodyTooLarge) return;
+      const out: Record<string, string | string[]> = {};
+      for (const name in trailers) {
+        const value = trailers[name];
+        if (value !== undefined && name.charCodeAt(0) !== 58) out[name] = typeof value === "number" ? String(value) : value;
+      }
+      res.addTrailers(out);
+    });
+    stream.on("data", (chunk: Buffer) => {
+      if (this.bodyTooLarge) return;
+      this.data(undefined, { pause: () => stream.pause(), resume: () => stream.resume() }, chunk);
+    });
+    stream.on("end", () => {
       stop();
-      cancel(stream);
+      if (headOnly || this.bodyTooLarge || this.clientGone) return;
+      if (!res.headersSent) writeHeadOf(res, this.upstreamStatus || 200, ["x-request-id", this.requestId]);
+      res.end();
     });
   }
 

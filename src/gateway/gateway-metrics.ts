@@ -94,7 +94,7 @@ export function createGatewayMetrics() {
   }
   const unmatched = route("_unmatched");
   /** Connections closed at once by a limit, by which. */
-  const refusedConnections = { connections: 0, client_connections: 0 };
+  const refusedConnections = { connections: 0, client_connections: 0, client_streams: 0 };
   /** Requests whose cluster rate limits this gateway counted itself because Redis did not answer in time. */
   let storeFallbacks = 0;
   /** TLS handshakes that failed, by reason (no certificate for the name, protocol errors...). */
@@ -194,9 +194,9 @@ export function createGatewayMetrics() {
     family(
       "gatehouse_gateway_connections_refused_total",
       "counter",
-      "Client connections closed at once by a limit: the process's (connections) or one client address's (client_connections).",
+      "Client connections closed at once by a limit: the process's (connections) or one client address's (client_connections); HTTP/2 streams beyond a connection's first reset with REFUSED_STREAM by either (client_streams).",
     );
-    for (const reason of ["connections", "client_connections"] as const)
+    for (const reason of ["connections", "client_connections", "client_streams"] as const)
       lines.push(`gatehouse_gateway_connections_refused_total{reason="${reason}"} ${refusedConnections[reason]}`);
     return `${lines.join("\n")}\n`;
   }

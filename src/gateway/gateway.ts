@@ -18,8 +18,8 @@ import { certificateFor } from "./certificates.js";
 import { defaultEdgeLimits, type EdgeLimits } from "./proxy/edge-limits.js";
 import { connectionBudget, createEdgeServer, openFileLimit } from "./proxy/edge-server.js";
 import { createHttp2Sessions } from "./proxy/grpc.js";
+import { createAdmission, createHttp2Server, createPlainListener, createTlsListener, type RefusalReason } from "./proxy/listeners.js";
 import { connectorWithin } from "./proxy/upstream-connect.js";
-import { createAdmission, createHttp2Server, createPlainListener, createTlsListener } from "./proxy/listeners.js";
 
 export interface GatewayOptions {
   /** Address of the proxy (default 127.0.0.1:8000; port 0 picks a free one). */
@@ -57,6 +57,8 @@ export interface GatewayOptions {
    * limit is fitted to the open-file limit less these.
    */
   sharedDescriptors?: number;
+  /** How long an HTTP/2 session with no stream open stays (default max(30 s, the keep-alive time)); a seam for tests. */
+  http2IdleTimeoutMs?: number;
   /** The process's open-file limit (default: read from the system); a seam for tests. */
   openFileLimit?: number;
   /** W3C Trace Context and spans (src/tracing/); default: none (a gateway fed by hand in tests). */
@@ -212,7 +214,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     http2Sessions,
   });
 
-  const refused = (reason: "connections" | "client_connections") => metrics.refusedConnection(reason);
+  const refused = (reason: RefusalReason) => metrics.refusedConnection(reason);
   const edge = createEdgeServer({
     limits,
     request: handler.request,
@@ -222,9 +224,14 @@ export function createGateway(options: GatewayOptions): Gateway {
     admitsConnections: false,
   });
   const http1: Server = edge.server;
-  const http2 = createHttp2Server({ limits, request: handler.request });
-  // Every port counts against one set of limits.
+  // Every port counts against one set of limits, and so does each HTTP/2 stream beyond a connection's first.
   const admission = createAdmission(limits, refused);
+  const http2 = createHttp2Server({
+    limits,
+    request: handler.request,
+    admission,
+    ...(options.http2IdleTimeoutMs !== undefined ? { idleTimeoutMs: options.http2IdleTimeoutMs } : {}),
+  });
   const plain = createPlainListener({ admission, http1, http2, headerTimeoutMs: limits.headerTimeoutMs });
   const secure =
     options.tlsPort === undefined

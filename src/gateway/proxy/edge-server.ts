@@ -4,7 +4,7 @@ import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { answers, rawAnswer, type GatewayAnswer } from "../gateway-answer.js";
 import { defaultEdgeLimits, type EdgeLimits } from "./edge-limits.js";
-import { createAdmission } from "./listeners.js";
+import { createAdmission, type RefusalReason } from "./listeners.js";
 
 /**
  * The admin port's limits: a handful of scrapers and probes, never the
@@ -65,7 +65,7 @@ export interface EdgeServerDeps {
    */
   malformedBody?(res: ServerResponse): boolean;
   /** Counts connections refused by a limit. */
-  refused(reason: "connections" | "client_connections"): void;
+  refused(reason: RefusalReason): void;
   /** False when the server is given connections a front admitted already (listeners.ts); default true. */
   admitsConnections?: boolean;
 }

@@ -1,15 +1,18 @@
 import {
+  constants,
   createServer as createH2Server,
   type Http2Server,
   type Http2Session,
   type Http2ServerRequest,
   type Http2ServerResponse,
   type ServerHttp2Session,
+  type ServerHttp2Stream,
 } from "node:http2";
 import { createServer as createTcpServer, type Server as TcpServer, type Socket } from "node:net";
 import { Duplex } from "node:stream";
 import { createServer as createTlsServer, type SecureContext, type Server as TlsServer, type TLSSocket } from "node:tls";
 import { clientBucketOf } from "../../server/client-address.js";
+import { answers } from "../gateway-answer.js";
 import type { EdgeLimits } from "./edge-limits.js";
 
 /**
@@ -22,42 +25,65 @@ import type { EdgeLimits } from "./edge-limits.js";
  * the same request handler.
  */
 
-/** Counts client connections, per process and per client address (an IPv6 client by its /64), on every port. */
+/** Why a connection or an HTTP/2 stream was refused (gatehouse_gateway_connections_refused_total{reason}). */
+export type RefusalReason = "connections" | "client_connections" | "client_streams";
+
+/**
+ * Counts client connections, per process and per client address (an IPv6 client by its /64), on every port; and
+ * each HTTP/2 stream beyond a connection's first, against the same budgets (docs/gateway.md, "The edge": one
+ * HTTP/2 connection holds no more requests at once than as many HTTP/1.1 connections would).
+ */
 export interface ConnectionAdmission {
   /** Whether the connection may stay; it is counted until it closes. */
   admit(socket: Socket): boolean;
+  /** Whether one more concurrent stream of a client (its bucket: clientBucketOf) may open; counted until releaseStream. */
+  admitStream(client: string): boolean;
+  releaseStream(client: string): void;
   /** Connections open now. */
   open(): number;
 }
 
 export function createAdmission(
   limits: Pick<EdgeLimits, "maxConnections" | "maxConnectionsPerClient">,
-  refused: (reason: "connections" | "client_connections") => void,
+  refused: (reason: RefusalReason) => void,
 ): ConnectionAdmission {
   const perClient = new Map<string, number>();
+  /** Connections and extra streams, together: the process's budget. */
+  let units = 0;
   let open = 0;
+  const release = (client: string) => {
+    units--;
+    const left = (perClient.get(client) ?? 1) - 1;
+    if (left <= 0) perClient.delete(client);
+    else perClient.set(client, left);
+  };
+  const take = (client: string, reason: "connections" | "client_streams"): boolean => {
+    if (units >= limits.maxConnections) {
+      refused(reason === "connections" ? "connections" : "client_streams");
+      return false;
+    }
+    const fromClient = (perClient.get(client) ?? 0) + 1;
+    if (fromClient > limits.maxConnectionsPerClient) {
+      refused(reason === "connections" ? "client_connections" : "client_streams");
+      return false;
+    }
+    perClient.set(client, fromClient);
+    units++;
+    return true;
+  };
   return {
     admit(socket) {
-      if (open >= limits.maxConnections) {
-        refused("connections");
-        return false;
-      }
       const client = clientBucketOf(socket.remoteAddress);
-      const fromClient = (perClient.get(client) ?? 0) + 1;
-      if (fromClient > limits.maxConnectionsPerClient) {
-        refused("client_connections");
-        return false;
-      }
-      perClient.set(client, fromClient);
+      if (!take(client, "connections")) return false;
       open++;
       socket.once("close", () => {
         open--;
-        const left = (perClient.get(client) ?? 1) - 1;
-        if (left <= 0) perClient.delete(client);
-        else perClient.set(client, left);
+        release(client);
       });
       return true;
     },
+    admitStream: (client) => take(client, "client_streams"),
+    releaseStream: release,
     open: () => open,
   };
 }
@@ -150,32 +176,106 @@ export function isEncrypted(req: { socket: unknown; stream?: { session?: Http2Se
 export interface H2ServerDeps {
   limits: EdgeLimits;
   request(req: Http2ServerRequest, res: Http2ServerResponse): void;
+  /** Counts each stream beyond a session's first against the connection budgets; absent: streams are not counted. */
+  admission?: ConnectionAdmission;
+  /** How long a session with no stream open stays (default max(30 s, the keep-alive time)). */
+  idleTimeoutMs?: number;
 }
 
+/** Streams refused by the admission: reset before any handler sees them. */
+const refusedStreams = new WeakSet<ServerHttp2Stream>();
+
 /**
- * The HTTP/2 server, for h2c and h2 alike. Streams a session may open at once
- * are bounded (SETTINGS_MAX_CONCURRENT_STREAMS), and so is the header list; a
- * session with no stream open is closed after the keep-alive time.
+ * The HTTP/2 server, for h2c and h2 alike (docs/gateway.md, "The edge"). Streams a session may open at once are
+ * bounded (SETTINGS_MAX_CONCURRENT_STREAMS), and so is the header list. Each stream beyond a session's first is
+ * an admission unit of its client: over the budget it is reset with REFUSED_STREAM, which a client may retry
+ * (RFC 9113 section 8.7). A session must open its first stream within the header timeout; one with no stream
+ * open is closed after the idle time however many PINGs or SETTINGS it sends; a stream whose request body
+ * stalls (nothing read or written) for the request timeout is reset with CANCEL.
  */
 export function createHttp2Server(deps: H2ServerDeps): Http2Server & { sessions: Set<ServerHttp2Session> } {
+  const { limits, admission } = deps;
+  const idleTimeoutMs = deps.idleTimeoutMs ?? Math.max(30_000, limits.keepAliveTimeoutMs);
   const sessions = new Set<ServerHttp2Session>();
   const server = createH2Server({
     maxSessionMemory: 10,
-    settings: { maxConcurrentStreams: 100, maxHeaderListSize: deps.limits.maxHeaderBytes, enablePush: false },
+    settings: { maxConcurrentStreams: 100, maxHeaderListSize: limits.maxHeaderBytes, enablePush: false },
     maxHeaderListPairs: 128,
-    // An idle session's socket is let go (HTTP/1.1's keep-alive time, at least 30 s for long-lived gRPC channels).
   }) as Http2Server & { sessions: Set<ServerHttp2Session> };
-  server.setTimeout(Math.max(30_000, deps.limits.keepAliveTimeoutMs));
+  // Node's own session timeout (any frame is activity) stays as a backstop for sessions with silent streams.
+  server.setTimeout(Math.max(30_000, limits.keepAliveTimeoutMs));
   server.sessions = sessions;
   server.on("session", (session: ServerHttp2Session) => {
     sessions.add(session);
-    session.once("close", () => sessions.delete(session));
+    const peer = pendingPeer;
+    const client = clientBucketOf(peer?.remoteAddress);
+    if (peer !== undefined) sessionPeers.set(session, normalizedAddress(peer.remoteAddress));
+    let streams = 0;
+    // Until its first stream, the session has the time a request head has (HTTP/1.1's headers timeout).
+    let timer: NodeJS.Timeout | undefined = setTimeout(() => session.destroy(), limits.headerTimeoutMs);
+    timer.unref();
+    const clear = () => {
+      if (timer !== undefined) clearTimeout(timer);
+      timer = undefined;
+    };
+    session.once("close", () => {
+      clear();
+      sessions.delete(session);
+    });
     session.on("error", () => session.destroy());
-    if (pendingPeer !== undefined) sessionPeers.set(session, normalizedAddress(pendingPeer.remoteAddress));
+    // Before Node's own listener, which hands the stream to the request handler.
+    session.prependListener("stream", (stream: ServerHttp2Stream) => {
+      const counted = streams > 0;
+      if (counted && admission !== undefined && !admission.admitStream(client)) {
+        refusedStreams.add(stream);
+        stream.on("error", () => {});
+        stream.close(constants.NGHTTP2_REFUSED_STREAM);
+        return;
+      }
+      streams++;
+      clear();
+      stream.once("close", () => {
+        if (counted) admission?.releaseStream(client);
+        if (--streams === 0 && !session.closed && !session.destroyed) {
+          timer = setTimeout(() => endIdle(session), idleTimeoutMs);
+          timer.unref();
+        }
+      });
+      if (!stream.endAfterHeaders) {
+        // A request body that stops (no DATA read, no answer written) is not waited for beyond the request timeout.
+        stream.setTimeout(limits.requestTimeoutMs, () => {
+          if (!stream.closed && !stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
+        });
+        stream.once("end", () => stream.setTimeout(0));
+      }
+    });
   });
   server.on("sessionError", () => {});
-  server.on("request", deps.request);
+  server.on("request", (req: Http2ServerRequest, res: Http2ServerResponse) => {
+    if (!refusedStreams.has(req.stream)) deps.request(req, res);
+  });
+  // CONNECT (RFC 9113 section 8.5) as on HTTP/1.1 (edge-server.ts): 405 with the error body, never tunnelled.
+  server.on("connect", (req: Http2ServerRequest, res: Http2ServerResponse) => {
+    if (refusedStreams.has(req.stream)) return;
+    const answer = answers.connectNotAllowed;
+    res.writeHead(answer.status, {
+      allow: "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
+      "content-type": "application/json",
+      "content-length": answer.body.length,
+    });
+    res.end(answer.body);
+  });
   return server;
+}
+
+/** Closes an idle session (GOAWAY, then the socket); it may be tearing itself down already. */
+function endIdle(session: ServerHttp2Session): void {
+  if (session.closed || session.destroyed) return;
+  try {
+    session.close();
+  } catch {
+    session.destroy();
+  }
 }
 
 /** The peer of the connection being handed to the HTTP/2 server (its 'session' event follows at once). */
@@ -275,6 +375,10 @@ export function createTlsListener(deps: TlsListenerDeps): TlsServer {
     socket.on("error", () => socket.destroy());
     if (!deps.admission.admit(socket)) socket.destroy();
   });
-  server.on("tlsClientError", (error: NodeJS.ErrnoException) => deps.failed(error.code ?? "handshake"));
+  server.on("tlsClientError", (error: NodeJS.ErrnoException, socket: TLSSocket) => {
+    deps.failed(error.code ?? "handshake");
+    // A client that sent no TLS (or a handshake that failed) keeps no descriptor until the handshake timeout.
+    socket.destroy();
+  });
   return server;
 }

@@ -74,6 +74,11 @@ export class TargetHealth {
     if (this.openUntil !== 0 && now >= this.openUntil) this.trial = true;
   }
 
+  /** A live request ended for a reason that is not the target's (its client cancelled, its body was refused): it counts neither way. */
+  released(): void {
+    this.inFlight--;
+  }
+
   /** A live request to this target ended: `ok` false for a refusal, reset, timeout or 5xx. */
   finished(ok: boolean, now: number): void {
     this.inFlight--;
