@@ -143,6 +143,9 @@ export function createHttp2Sessions(options: { connectTimeoutMs(origin: string):
 
   const connectTo = (origin: string): PooledSession => {
     const session = connect(origin, { settings: { enablePush: false } });
+    // Frames leave as they are written (see createPlainListener in listeners.ts: Nagle's algorithm
+    // holds a small frame for the peer's delayed ACK). 'connect' hands over the socket itself.
+    session.once("connect", (_session, socket) => socket.setNoDelay(true));
     const entry: PooledSession = { session, streams: 0, ready: false, idle: undefined };
     const timer = setTimeout(() => {
       if (entry.ready || session.destroyed) return;

@@ -202,8 +202,11 @@ export function createHttp2Server(deps: H2ServerDeps): Http2Server & { sessions:
     settings: { maxConcurrentStreams: 100, maxHeaderListSize: limits.maxHeaderBytes, enablePush: false },
     maxHeaderListPairs: 128,
   }) as Http2Server & { sessions: Set<ServerHttp2Session> };
-  // Node's own session timeout (any frame is activity) stays as a backstop for sessions with silent streams.
-  server.setTimeout(Math.max(30_000, limits.keepAliveTimeoutMs));
+  // No session-wide inactivity timeout: a long gRPC stream may be silent for minutes, as a long
+  // HTTP/1.1 answer may. What holds a session is bounded above: its first stream by the header
+  // timeout, an idle session by idleTimeoutMs, a stalled request body by the request timeout, a
+  // request its target does not answer by the upstream timeouts, and its streams by admission.
+  server.setTimeout(0);
   server.sessions = sessions;
   server.on("session", (session: ServerHttp2Session) => {
     sessions.add(session);
@@ -306,7 +309,9 @@ export interface PlainListenerDeps {
  * (its parser reads the socket itself from then on).
  */
 export function createPlainListener(deps: PlainListenerDeps): TcpServer {
-  return createTcpServer({ pauseOnConnect: true }, (socket) => {
+  // noDelay: answers are written as they come; with Nagle's algorithm a small HTTP/2 frame
+  // waits for the client's delayed ACK (about 40 ms on Linux) before it leaves.
+  return createTcpServer({ pauseOnConnect: true, noDelay: true }, (socket) => {
     socket.on("error", () => socket.destroy());
     if (!deps.admission.admit(socket)) {
       socket.destroy();
@@ -374,6 +379,7 @@ export function createTlsListener(deps: TlsListenerDeps): TlsServer {
   server.on("connection", (socket: Socket) => {
     socket.on("error", () => socket.destroy());
     if (!deps.admission.admit(socket)) socket.destroy();
+    else socket.setNoDelay(true); // as on the plain port (createPlainListener)
   });
   server.on("tlsClientError", (error: NodeJS.ErrnoException, socket: TLSSocket) => {
     deps.failed(error.code ?? "handshake");
