@@ -46,7 +46,7 @@ export function shellBlocks(markdown: string): Block[] {
 
 /** The README block that puts `gatehouse` on the PATH, run in the project folder (README.md, "One set of variables"). */
 export function pathBlock(): Block {
-  const block = shellBlocks(readme).find((candidate) => !candidate.skip && /^export PATH=.*\$PWD\/bin/m.test(candidate.text));
+  const block = shellBlocks(readme).find((candidate) => !candidate.skip && /^export PATH=.*\/bin:/m.test(candidate.text));
   if (!block) throw new Error("README.md has no sh block that exports PATH with the project's bin directory");
   return block;
 }
@@ -123,7 +123,9 @@ export function startSession(scratch: Scratch, env: Record<string, string>): She
       bash.stdin.write(`source ${file} < /dev/null\necho ${done}\n`);
       while (!output.includes(done, from)) {
         if (exited !== undefined) {
-          throw new Error(`${page} line ${block.line}: the block exited with ${exited}:\n${block.text}\n--- output ---\n${output.slice(from)}`);
+          throw new Error(
+            `${page} line ${block.line}: the block exited with ${exited}:\n${block.text}\n--- output ---\n${output.slice(from)}`,
+          );
         }
         await new Promise<void>((resolve) => waiters.push(resolve));
       }
