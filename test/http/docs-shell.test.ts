@@ -78,7 +78,7 @@ describe.each(selected.map((page) => [page.file, page.blocks] as const))("docs/%
     const db = await createTestDatabase();
     const scratch = makeScratch("docs");
     const addresses = await freeAddresses();
-    const session = startSession(scratch, storeEnv(db));
+    const session = startSession(scratch, storeEnv(db, addresses));
     let serve: ServeProcess | undefined;
     let ran = 0;
     const runnable = blocks.filter((block) => !block.skip);

@@ -34,7 +34,8 @@ import {
  * the language): installing, `npm start`, `npm test`, choosing a data
  * directory, starting and stopping the walk-through's server, a browser page.
  * The test does their part itself: the session starts with GATEHOUSE_DATA_DIR
- * and DATABASE_URL of the fresh store, and where the README starts the server
+ * and DATABASE_URL of the fresh store (and PUBLIC_URL of the server, so that
+ * the links operator commands print point at it), and where the README starts the server
  * (the skipped block that runs `gatehouse serve`) the test starts it, on free
  * ports: the default addresses in the blocks (127.0.0.1:8080, :8081, :8082,
  * :8000 and :8001) are rewritten to those ports before they run.
@@ -78,7 +79,7 @@ describe("README.md", () => {
     expect(startsServer).toBeGreaterThan(-1);
 
     const addresses = await freeAddresses();
-    const env = storeEnv(db);
+    const env = storeEnv(db, addresses);
     const session = startSession(scratch, env);
     const putsOnPath = blocks.findIndex((block) => block.line === pathBlock().line);
     expect(putsOnPath).toBeGreaterThan(-1);

@@ -141,7 +141,10 @@ export function startSession(scratch: Scratch, env: Record<string, string>): She
 
 /** Free ports for the default addresses of the docs, and the rewriting of those addresses in a block. */
 export interface Addresses {
+  /** The server's ports. */
   env: Record<string, string>;
+  /** PUBLIC_URL: the platform's address, which the operator commands of a session print links to. */
+  publicUrl: string;
   rewrite(text: string): string;
 }
 
@@ -169,6 +172,7 @@ export async function freeAddresses(): Promise<Addresses> {
       GATEWAY_TLS_PORT: "0",
       GATEWAY_ADMIN_PORT: String(gatewayAdminPort),
     },
+    publicUrl: `http://127.0.0.1:${port}`,
     rewrite(text) {
       let rewritten = text;
       for (const [pattern, address] of addresses) rewritten = rewritten.replace(pattern, `$1:${address}`);
@@ -177,12 +181,12 @@ export async function freeAddresses(): Promise<Addresses> {
   };
 }
 
-/** The environment of a page's session and server: the fresh store, quiet logs. */
-export function storeEnv(db: TestDatabase): Record<string, string> {
-  return { DATABASE_URL: db.url, GATEHOUSE_DATA_DIR: db.dataDir, LOG_LEVEL: "warn" };
+/** The environment of a page's session and server: the fresh store, the server's address, quiet logs. */
+export function storeEnv(db: TestDatabase, addresses: Addresses): Record<string, string> {
+  return { DATABASE_URL: db.url, GATEHOUSE_DATA_DIR: db.dataDir, PUBLIC_URL: addresses.publicUrl, LOG_LEVEL: "warn" };
 }
 
 /** Starts the page's `gatehouse serve` on the free ports, over the page's store. */
 export function startPageServer(db: TestDatabase, addresses: Addresses, env: Record<string, string> = {}): Promise<ServeProcess> {
-  return startServe({ ...storeEnv(db), ...addresses.env, ...env });
+  return startServe({ ...storeEnv(db, addresses), ...addresses.env, ...env });
 }
