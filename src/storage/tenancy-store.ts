@@ -119,6 +119,22 @@ export function createTenancyStore(db: Db | Tx): TenancyStore {
     async createSetupToken(token) {
       await db.accountSetupToken.create({ data: token });
     },
+    async personMembersOf(organizationId) {
+      const rows = await db.membership.findMany({
+        where: { organizationId, account: { kind: "person" } },
+        select: { account: { select: { id: true, email: true, passwordHash: true, disabledAt: true } } },
+        orderBy: { createdAt: "asc" },
+      });
+      return rows.map(({ account }) => ({
+        accountId: account.id,
+        email: account.email,
+        hasPassword: account.passwordHash !== null,
+        disabled: account.disabledAt !== null,
+      }));
+    },
+    async voidSetupTokensOf(accountId, at) {
+      await db.accountSetupToken.updateMany({ where: { accountId, usedAt: null }, data: { usedAt: at } });
+    },
     async markInitialized(at) {
       await uniquely(
         () => db.systemState.create({ data: { key: "initialized", value: at.toISOString(), updatedAt: at } }),

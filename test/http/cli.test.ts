@@ -137,6 +137,7 @@ const commandPaths = [
   "keys list",
   "keys revoke",
   "operators",
+  "operators setup-link",
   "operators sign-in-link",
   "consumers",
   "consumers create",

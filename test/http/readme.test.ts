@@ -1,11 +1,20 @@
-import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { startServe, type ServeProcess } from "../support/cli.js";
+import { writeFileSync } from "node:fs";
+import type { ServeProcess } from "../support/cli.js";
 import { isBuilt } from "../support/config-process.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { freePort } from "../support/free-port.js";
+import {
+  freeAddresses,
+  makeScratch,
+  pathBlock,
+  readme,
+  repositoryRoot,
+  type Scratch,
+  shellBlocks,
+  startPageServer,
+  startSession,
+  storeEnv,
+  untrackedFiles,
+} from "../support/docs-shell.js";
 
 /**
  * The README is a walk-through that runs. This test takes every ```sh block of
@@ -16,11 +25,17 @@ import { freePort } from "../support/free-port.js";
  * exits non-zero; the README's curl calls use `--fail-with-body`, or check the
  * status they expect explicitly.
  *
+ * The session starts in a scratch directory under the OS temp dir (with a HOME
+ * and TMPDIR of its own there); the block that puts `gatehouse` on the PATH
+ * runs in the project folder, as the README says, and moves to a new scratch
+ * directory (`cd "$(mktemp -d)"`). Nothing is left in the repository.
+ *
  * Blocks the test must not run are fenced as ```sh skip (the info string after
  * the language): installing, `npm start`, `npm test`, choosing a data
  * directory, starting and stopping the walk-through's server, a browser page.
  * The test does their part itself: the session starts with GATEHOUSE_DATA_DIR
- * and DATABASE_URL of the fresh store, and where the README starts the server
+ * and DATABASE_URL of the fresh store (and PUBLIC_URL of the server, so that
+ * the links operator commands print point at it), and where the README starts the server
  * (the skipped block that runs `gatehouse serve`) the test starts it, on free
  * ports: the default addresses in the blocks (127.0.0.1:8080, :8081, :8082,
  * :8000 and :8001) are rewritten to those ports before they run.
@@ -28,95 +43,22 @@ import { freePort } from "../support/free-port.js";
  * with the outputs the README shows).
  */
 
-interface Block {
-  /** 1-based line of the opening fence. */
-  line: number;
-  skip: boolean;
-  text: string;
-}
-
-const readme = readFileSync(join(process.cwd(), "README.md"), "utf8");
-
-function shellBlocks(markdown: string): Block[] {
-  const blocks: Block[] = [];
-  const lines = markdown.split("\n");
-  for (let i = 0; i < lines.length; i++) {
-    const open = /^(`{3,})(.*)$/.exec(lines[i] ?? "");
-    if (!open) continue;
-    const fence = open[1] ?? "```";
-    const info = (open[2] ?? "").trim().split(/\s+/);
-    const body: string[] = [];
-    let j = i + 1;
-    while (j < lines.length && !(lines[j] ?? "").startsWith(fence)) body.push(lines[j++] ?? "");
-    if (info[0] === "sh") blocks.push({ line: i + 1, skip: info.includes("skip"), text: body.join("\n") });
-    i = j;
-  }
-  return blocks;
-}
-
-/** One bash process fed block by block; each block runs with `source`, so its variables stay. */
-function startSession(cwd: string, env: Record<string, string>, scratch: string) {
-  const bash = spawn("bash", ["--noprofile", "--norc"], { cwd, env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"] });
-  let output = "";
-  let exited: number | null | undefined;
-  const waiters: (() => void)[] = [];
-  const wake = () => {
-    for (const waiter of waiters.splice(0)) waiter();
-  };
-  bash.stdout.on("data", (chunk: Buffer) => {
-    output += chunk.toString();
-    wake();
-  });
-  bash.stderr.on("data", (chunk: Buffer) => {
-    output += chunk.toString();
-    wake();
-  });
-  bash.once("exit", (code) => {
-    exited = code;
-    wake();
-  });
-  bash.stdin.write("set -euo pipefail\ntrap 'echo \"README block failed at line $LINENO: $BASH_COMMAND\" >&2' ERR\n");
-  return {
-    output: () => output,
-    async run(block: Block, index: number): Promise<void> {
-      const file = join(scratch, `block-${index}.sh`);
-      writeFileSync(file, `${block.text}\n`);
-      const done = `__readme_block_${index}_done__`;
-      const from = output.length;
-      // stdin of the block's commands is /dev/null: nothing they run can read the rest of the session.
-      bash.stdin.write(`source ${file} < /dev/null\necho ${done}\n`);
-      while (!output.includes(done, from)) {
-        if (exited !== undefined) {
-          throw new Error(
-            `README.md line ${block.line}: the block exited with ${exited}:\n${block.text}\n--- output ---\n${output.slice(from)}`,
-          );
-        }
-        await new Promise<void>((resolve) => waiters.push(resolve));
-      }
-    },
-    async close(): Promise<void> {
-      if (exited === undefined) {
-        bash.stdin.end("exit 0\n");
-        await new Promise<void>((resolve) => (exited !== undefined ? resolve() : bash.once("exit", () => resolve())));
-      }
-    },
-  };
-}
-
 let db: TestDatabase;
 let serve: ServeProcess | undefined;
-let scratch: string;
+let scratch: Scratch;
+let untrackedBefore: string[];
 
 beforeAll(async () => {
   if (!isBuilt()) throw new Error("dist/ is not built (npm test builds it)");
   db = await createTestDatabase();
-  scratch = mkdtempSync(join(tmpdir(), "gatehouse-readme-"));
+  scratch = makeScratch("readme");
+  untrackedBefore = untrackedFiles();
 });
 
 afterAll(async () => {
   await serve?.stop();
   await db?.drop();
-  rmSync(scratch, { recursive: true, force: true });
+  scratch?.remove();
 });
 
 describe("README.md", () => {
@@ -136,43 +78,23 @@ describe("README.md", () => {
     const startsServer = blocks.findIndex((block) => block.skip && /gatehouse serve/.test(block.text));
     expect(startsServer).toBeGreaterThan(-1);
 
-    const [port, samplePort, grpcPort, gatewayPort, gatewayAdminPort] = [
-      await freePort(),
-      await freePort(),
-      await freePort(),
-      await freePort(),
-      await freePort(),
-    ];
-    const addresses: [RegExp, number][] = [
-      [/127\.0\.0\.1:8080\b/g, port],
-      [/127\.0\.0\.1:8081\b/g, samplePort],
-      [/127\.0\.0\.1:8082\b/g, grpcPort],
-      [/127\.0\.0\.1:8000\b/g, gatewayPort],
-      [/127\.0\.0\.1:8001\b/g, gatewayAdminPort],
-    ];
-    const env = { DATABASE_URL: db.url, GATEHOUSE_DATA_DIR: db.dataDir, LOG_LEVEL: "warn" };
-    const session = startSession(process.cwd(), env, scratch);
+    const addresses = await freeAddresses();
+    const env = storeEnv(db, addresses);
+    const session = startSession(scratch, env);
+    const putsOnPath = blocks.findIndex((block) => block.line === pathBlock().line);
+    expect(putsOnPath).toBeGreaterThan(-1);
     let ran = 0;
     const timings: string[] = [];
     const started = performance.now();
     try {
       for (const [index, block] of blocks.entries()) {
-        if (index === startsServer) {
-          serve = await startServe({
-            ...env,
-            PORT: String(port),
-            SAMPLE_PORT: String(samplePort),
-            GRPC_PORT: String(grpcPort),
-            GATEWAY_PORT: String(gatewayPort),
-            GATEWAY_TLS_PORT: "0",
-            GATEWAY_ADMIN_PORT: String(gatewayAdminPort),
-          });
-        }
+        if (index === startsServer) serve = await startPageServer(db, addresses);
         if (block.skip) continue;
-        let text = block.text;
-        for (const [pattern, address] of addresses) text = text.replace(pattern, `127.0.0.1:${address}`);
+        // "In the project folder": where a reader who cloned it stands.
+        if (index === putsOnPath) await session.run({ line: block.line, skip: false, text: `cd '${repositoryRoot}'` }, -1, "README.md");
+        const text = addresses.rewrite(block.text);
         const blockStarted = performance.now();
-        await session.run({ ...block, text }, index);
+        await session.run({ ...block, text }, index, "README.md");
         timings.push(`line ${block.line}: ${((performance.now() - blockStarted) / 1000).toFixed(1)} s`);
         ran++;
       }
@@ -187,5 +109,6 @@ describe("README.md", () => {
       `README.md: ran ${ran} sh blocks in one shell (${blocks.length - ran} marked skip) in ${((performance.now() - started) / 1000).toFixed(1)} s (${timings.join(", ")})`,
     );
     expect(ran).toBe(runnable.length);
+    expect(untrackedFiles()).toEqual(untrackedBefore);
   }, 240_000);
 });

@@ -73,6 +73,10 @@ export interface TenancyStore {
   organizationsOfApiKey(id: string): Promise<string[]>;
   touchOrganizationKey(id: string, at: Date): Promise<void>;
   createSetupToken(token: { id: string; accountId: string; hash: string; expiresAt: Date }): Promise<void>;
+  /** The person accounts that are members of the organisation (operators, and an owner placeholder not yet set up). */
+  personMembersOf(organizationId: string): Promise<{ accountId: string; email: string; hasPassword: boolean; disabled: boolean }[]>;
+  /** Marks every unused setup link of the account used, so none of them works any more. */
+  voidSetupTokensOf(accountId: string, at: Date): Promise<void>;
   /** Marks the installation initialised; already_exists (already_initialized) when it was. */
   markInitialized(at: Date): Promise<void>;
   isInitialized(): Promise<boolean>;

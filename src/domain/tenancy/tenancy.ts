@@ -74,19 +74,16 @@ export function createTenancy(deps: TenancyDeps) {
     const ownerId = randomUUID();
     await store.createAccount({ id: ownerId, email: ownerPlaceholderEmail(organizationId), displayName: "Owner", kind: "person" });
     await store.addMembership({ organizationId, accountId: ownerId, role: "admin" });
+    const setup = await newSetupLink(store, ownerId, now);
+    return { organizationId, publishableKey, secretKey, dashboardSetupUrl: setup.url };
+  }
+
+  /** A new setup link of an owner placeholder account, lasting setupLinkLifetimeMs. */
+  async function newSetupLink(store: TenancyStore, accountId: string, now: Date) {
     const setupToken = newOpaqueToken(random);
-    await store.createSetupToken({
-      id: randomUUID(),
-      accountId: ownerId,
-      hash: hashToken(setupToken),
-      expiresAt: new Date(now.getTime() + setupLinkLifetimeMs),
-    });
-    return {
-      organizationId,
-      publishableKey,
-      secretKey,
-      dashboardSetupUrl: `${deps.publicUrl}/dashboard/setup#token=${setupToken}`,
-    };
+    const expiresAt = new Date(now.getTime() + setupLinkLifetimeMs);
+    await store.createSetupToken({ id: randomUUID(), accountId, hash: hashToken(setupToken), expiresAt });
+    return { url: `${deps.publicUrl}/dashboard/setup#token=${setupToken}`, expiresAt };
   }
 
   async function createApiKeyWith(
@@ -151,6 +148,54 @@ export function createTenancy(deps: TenancyDeps) {
         throw invalidArgument([{ field: "name", description: "must be 1 to 200 characters" }]);
       }
       return deps.transaction((store, events) => createOrganizationWith(store, events, trimmed, deps.clock()));
+    },
+
+    /**
+     * Issues a new owner setup link for an organisation that has no operator
+     * yet (operators: `gatehouse operators setup-link`; docs/dashboard.md,
+     * "The first sign-in"). The link sets up the organisation's owner
+     * placeholder only, as the one `init` printed; every earlier unused setup
+     * link of that placeholder stops working in the same transaction. An
+     * organisation with an operator (a person member with an address of their
+     * own or a password) is failed_precondition (organization_has_operator):
+     * their way back in is a recovery sign-in link, never a setup link
+     * (docs/security.md, "The dashboard and operator accounts").
+     */
+    issueOwnerSetupLink(organizationId: string): Promise<{ url: string; accountId: string; expiresAt: Date }> {
+      const violations: Violation[] = [];
+      const id = readUuid(organizationId, "organization_id", violations);
+      if (violations.length > 0) throw invalidArgument(violations);
+      return deps.transaction(async (store) => {
+        const now = deps.clock();
+        if (!(await store.findOrganization(id))) {
+          throw new DomainError("not_found", "organization_not_found", `organisation ${id} does not exist (see gatehouse orgs list)`);
+        }
+        const members = await store.personMembersOf(id);
+        const operators = members.filter((member) => member.hasPassword || !isOwnerPlaceholderEmail(member.email));
+        if (operators.length > 0) {
+          throw new DomainError(
+            "failed_precondition",
+            "organization_has_operator",
+            `organisation ${id} already has an operator (${operators.map((member) => member.email).join(", ")}): ` +
+              "a setup link is only for an organisation nobody has set up; give its operator a one-time sign-in link " +
+              "instead (gatehouse operators sign-in-link --email <address>)",
+          );
+        }
+        let owner = members.find((member) => member.email === ownerPlaceholderEmail(id));
+        if (owner?.disabled) {
+          throw new DomainError("failed_precondition", "owner_account_disabled", `the owner account of organisation ${id} is disabled`);
+        }
+        if (!owner) {
+          // Its placeholder is gone (nobody ever set it up): a new one, as a new organisation gets.
+          const accountId = randomUUID();
+          await store.createAccount({ id: accountId, email: ownerPlaceholderEmail(id), displayName: "Owner", kind: "person" });
+          await store.addMembership({ organizationId: id, accountId, role: "admin" });
+          owner = { accountId, email: ownerPlaceholderEmail(id), hasPassword: false, disabled: false };
+        }
+        await store.voidSetupTokensOf(owner.accountId, now);
+        const setup = await newSetupLink(store, owner.accountId, now);
+        return { url: setup.url, accountId: owner.accountId, expiresAt: setup.expiresAt };
+      });
     },
 
     /** Creates an API key for an organisation; the key is returned once and stored hashed. */
