@@ -1,3 +1,4 @@
+import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
@@ -248,11 +249,36 @@ describeOnce("standards, as outside clients found them", () => {
       expect(statusesOf(broken.text)).toEqual([400]);
       expect(firstHeadersOf(broken.text).date).toMatch(/GMT$/);
       expect(firstJsonOf(broken.text).code).toBe("invalid_argument");
+      // curl itself, as the report found it: --http2 on a cleartext URL asks for an upgrade to h2c.
+      // (Asynchronously: the witness upstream answers from this process.)
+      const curl = await run("curl", [
+        "-sS",
+        "--http2",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code} %{http_version}",
+        "-H",
+        "Host: gw.test",
+        `${url}/pub/h2c-curl`,
+      ]);
+      expect(curl).toEqual({ status: 0, out: "200 1.1", err: "" });
     }
-    const forwarded = witness.requests.filter((r) => r.url === "/pub/h2c");
-    expect(forwarded.map((r) => [r.headers.upgrade, r.headers.via])).toEqual([
-      [undefined, "1.1 gatehouse"],
-      [undefined, "1.1 gatehouse"],
+    const forwarded = witness.requests.filter((r) => r.url === "/pub/h2c" || r.url === "/pub/h2c-curl");
+    expect(forwarded.map((r) => [r.url, r.headers.upgrade, r.headers.via])).toEqual([
+      ["/pub/h2c", undefined, "1.1 gatehouse"],
+      ["/pub/h2c-curl", undefined, "1.1 gatehouse"],
+      ["/pub/h2c", undefined, "1.1 gatehouse"],
+      ["/pub/h2c-curl", undefined, "1.1 gatehouse"],
     ]);
   });
 });
+
+/** Runs a program to its end without blocking this process (its witness upstream must keep answering). */
+function run(file: string, args: string[]): Promise<{ status: number | null; out: string; err: string }> {
+  return new Promise((resolve) => {
+    execFile(file, args, { encoding: "utf8", timeout: 30_000 }, (error, stdout, stderr) => {
+      resolve({ status: error ? ((error as { code?: number }).code ?? null) : 0, out: stdout, err: stderr });
+    });
+  });
+}
