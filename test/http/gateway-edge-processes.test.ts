@@ -217,6 +217,31 @@ describeOnce("low: header spellings and forwarding headers", () => {
 });
 
 describeOnce("standards, as outside clients found them", () => {
+  test("an upstream's response trailers reach the client through both gateways (RFC 9110 section 6.5)", async () => {
+    witness.handler = (req, res) => {
+      if (req.url !== "/pub/trailers") {
+        witness.handler = undefined;
+        res.writeHead(404).end();
+        return;
+      }
+      req.resume();
+      res.writeHead(200, { "content-type": "text/plain", trailer: "x-checksum" });
+      res.write("part one;");
+      res.addTrailers({ "x-checksum": "sha256-abc" });
+      res.end("part two");
+    };
+    try {
+      for (const [, url] of gateways()) {
+        const exchange = await rawExchange(url, ["GET /pub/trailers HTTP/1.1\r\nHost: gw.test\r\nTE: trailers\r\n\r\n"], { quietMs: 300 });
+        expect(statusesOf(exchange.text)).toEqual([200]);
+        expect(exchange.text).toContain("part one;");
+        expect(exchange.text.toLowerCase()).toMatch(/0\r\nx-checksum: sha256-abc\r\n\r\n$/);
+      }
+    } finally {
+      witness.handler = undefined;
+    }
+  });
+
   test("two Host fields are 400; an absolute-form target is routed by its authority; CONNECT and TRACE are 405, TRACE never forwarded", async () => {
     for (const [, url] of gateways()) {
       const two = await rawExchange(url, ["GET /pub/two-hosts HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n"], { quietMs: 100 });
