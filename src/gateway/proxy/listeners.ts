@@ -9,7 +9,6 @@ import {
   type ServerHttp2Stream,
 } from "node:http2";
 import { createServer as createTcpServer, type Server as TcpServer, type Socket } from "node:net";
-import { Duplex } from "node:stream";
 import { createServer as createTlsServer, type SecureContext, type Server as TlsServer, type TLSSocket } from "node:tls";
 import { clientBucketOf } from "../../server/client-address.js";
 import { answers } from "../gateway-answer.js";
@@ -92,58 +91,8 @@ export function createAdmission(
 const preface = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
 
 /**
- * A connection whose first bytes were read to tell HTTP/2 from HTTP/1.1,
- * given to the HTTP/2 server as a Duplex that replays them (its 'connection'
- * event takes any Duplex): the HTTP/2 session then reads the whole preface.
- */
-class PrefacedConnection extends Duplex {
-  constructor(
-    readonly socket: Socket,
-    private head: Buffer | undefined,
-  ) {
-    super();
-    socket.on("data", (chunk: Buffer) => {
-      if (!this.push(chunk)) socket.pause();
-    });
-    socket.on("end", () => this.push(null));
-    socket.on("close", () => this.destroy());
-    socket.on("error", (error) => this.destroy(error));
-  }
-  override _read(): void {
-    const head = this.head;
-    if (head !== undefined) {
-      this.head = undefined;
-      this.push(head);
-    }
-    this.socket.resume();
-  }
-  override _write(chunk: Buffer, encoding: BufferEncoding, done: (error?: Error | null) => void): void {
-    this.socket.write(chunk, encoding, done);
-  }
-  override _final(done: (error?: Error | null) => void): void {
-    this.socket.end(done);
-  }
-  override _destroy(error: Error | null, done: (error?: Error | null) => void): void {
-    this.socket.destroy(error ?? undefined);
-    done(error);
-  }
-  setNoDelay(noDelay?: boolean): this {
-    this.socket.setNoDelay(noDelay);
-    return this;
-  }
-  setKeepAlive(enable?: boolean, delay?: number): this {
-    this.socket.setKeepAlive(enable, delay);
-    return this;
-  }
-  setTimeout(ms: number, callback?: () => void): this {
-    this.socket.setTimeout(ms, callback);
-    return this;
-  }
-}
-
-/**
- * The TCP peer address of each HTTP/2 session, taken when the session starts (an h2c session reads through a
- * PrefacedConnection, and a destroyed socket no longer tells its address).
+ * The TCP peer address of each HTTP/2 session, taken when the session starts (a destroyed socket no longer
+ * tells its address).
  */
 const sessionPeers = new WeakMap<Http2Session, string>();
 
@@ -284,7 +233,7 @@ function endIdle(session: ServerHttp2Session): void {
 /** The peer of the connection being handed to the HTTP/2 server (its 'session' event follows at once). */
 let pendingPeer: Socket | undefined;
 
-function handToHttp2(h2: Http2Server, connection: Duplex, peer: Socket): void {
+function handToHttp2(h2: Http2Server, connection: Socket, peer: Socket): void {
   pendingPeer = peer;
   try {
     h2.emit("connection", connection);
@@ -329,7 +278,11 @@ export function createPlainListener(deps: PlainListenerDeps): TcpServer {
       socket.removeListener("data", onData);
       socket.pause();
       if (isPreface) {
-        handToHttp2(deps.http2, new PrefacedConnection(socket, head), socket);
+        // The bytes read go back to the socket's buffer, which a new HTTP/2 session reads before
+        // its native handle (Node's http2 takes data already buffered on the socket). The socket
+        // itself, not a JavaScript stream around it: nghttp2 then reads and writes it directly.
+        socket.unshift(head);
+        handToHttp2(deps.http2, socket, socket);
         return;
       }
       deps.http1.emit("connection", socket);
