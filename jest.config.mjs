@@ -35,4 +35,9 @@ export default {
   testTimeout: 60_000,
   // Test files share one machine with 2 cores and start real servers.
   maxWorkers: 2,
+  // A worker keeps some of every file's modules alive, and its heap grows file after file (to
+  // gigabytes over the suite): each full collection then takes seconds, and the tests that
+  // collect on purpose (gateway-streaming's memory samples) took minutes. A worker past this
+  // after a file is replaced by a fresh one.
+  workerIdleMemoryLimit: "512MB",
 };
