@@ -202,6 +202,8 @@ export class Exchange implements TryOwner {
   body: Readable | null = null;
   /** Set when the body grew past the route's max_body_bytes. */
   bodyTooLarge = false;
+  /** Set once the body has been read whole (the targets' time to answer starts then: UpstreamTry). */
+  bodyRead = false;
   /** Called when it does, for a gRPC call (forwardGrpc: the target's stream is cancelled, the call ends RESOURCE_EXHAUSTED). */
   bodyExceeded: (() => void) | undefined = undefined;
   /** The upstream request's headers, the same on every try. */
@@ -483,6 +485,12 @@ export class Exchange implements TryOwner {
               this.bodyExceeded?.();
             })
           : req;
+      if (!this.grpc) {
+        this.body.once("end", () => {
+          this.bodyRead = true;
+          this.current?.requestSent();
+        });
+      }
     }
     this.upstreamRequestHeaders = this.upstreamHeaders();
     if (this.grpc) return this.forwardGrpc();
@@ -677,6 +685,7 @@ export class Exchange implements TryOwner {
       (this.tried?.length ?? 0) + 1,
       this.span.tryStart(target.url, (this.tried?.length ?? 0) + 1),
       this.route!.timeoutMs,
+      this.body === null || this.bodyRead,
     );
     if (this.tried === undefined) this.tried = [target];
     else this.tried.push(target);

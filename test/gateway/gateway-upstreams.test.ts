@@ -596,6 +596,46 @@ routes:
     expect(slow.received.length).toBe(1);
   });
 
+  test("response_ms counts from the end of the request's body: an upload slower than response_ms is the client's time, and its answer is 200", async () => {
+    const [a] = await targetsNamed("a");
+    const g = await gatewayWith(
+      `version: 1
+upstreams:
+  - name: pool
+    retries: 0
+    targets:
+      - {url: ${a!.url}}
+    timeouts: {response_ms: 300}
+routes:
+  - name: r
+    path: /*
+    upstream: pool
+`,
+      { upstreamTimeoutMs: 300 },
+    );
+    const { hostname, port } = new URL(g.url);
+    // Eight chunks 150 ms apart: the body takes about a second to arrive, over three times response_ms.
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = request(
+        { host: hostname, port, method: "POST", path: "/slow-upload", headers: { "content-type": "text/plain" } },
+        (res) => {
+          res.resume();
+          res.on("end", () => resolve(res.statusCode ?? 0));
+        },
+      );
+      req.on("error", reject);
+      let sent = 0;
+      const next = () => {
+        if (sent++ === 8) return void req.end();
+        req.write("x".repeat(1024));
+        setTimeout(next, 150);
+      };
+      next();
+    });
+    expect(status).toBe(200);
+    expect(a!.received.filter((r) => r.url === "/slow-upload")).toHaveLength(1);
+  });
+
   test("timeouts.connect_ms bounds the connection: a target that never completes the handshake is 504 upstream_timeout after about connect_ms, and a POST to it is tried on another target (it never reached the first)", async () => {
     const silent = await neverAccepting();
     const [b] = await targetsNamed("b");

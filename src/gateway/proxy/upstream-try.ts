@@ -58,8 +58,10 @@ export class UpstreamTry implements Dispatcher.DispatchHandler {
   abandoned = false;
   answered = false;
   status = 0;
-  /** The wait for the answer's head, from the request's start on the connection. */
+  /** The wait for the answer's head, from the moment the whole request went to the target. */
   responseTimer: NodeJS.Timeout | undefined = undefined;
+  /** Whether undici has started the request on a connection (onRequestStart). */
+  started = false;
 
   constructor(
     readonly owner: TryOwner,
@@ -75,12 +77,31 @@ export class UpstreamTry implements Dispatcher.DispatchHandler {
      * (docs/gateway.md, "Upstreams, health and retries", Timeouts).
      */
     readonly responseTimeoutMs: number,
+    /**
+     * Whether the request's body has been read whole (or it has none). The wait for the head starts
+     * once it has, as undici's headersTimeout counts "while not sending the request": a slow upload
+     * is the client's time, bounded by GATEWAY_REQUEST_TIMEOUT_MS, not the target's.
+     */
+    private bodySent: boolean,
   ) {}
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
+    this.started = true;
     this.owner.tryStarted(this, controller);
-    if (this.abandoned || controller.aborted || this.responseTimeoutMs <= 0) return;
+    if (this.bodySent) this.startResponseTimer();
+  }
+
+  /** The request's body was read whole: the target's time to answer starts (if the try has started). */
+  requestSent(): void {
+    this.bodySent = true;
+    if (this.started) this.startResponseTimer();
+  }
+
+  startResponseTimer(): void {
+    const controller = this.controller;
+    if (controller === undefined || this.responseTimer !== undefined || this.answered || this.abandoned) return;
+    if (controller.aborted || this.responseTimeoutMs <= 0) return;
     this.responseTimer = setTimeout(() => {
       this.responseTimer = undefined;
       if (!this.answered && !this.abandoned && !controller.aborted) controller.abort(new errors.HeadersTimeoutError());
