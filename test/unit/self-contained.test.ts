@@ -6,20 +6,26 @@ import { join } from "node:path";
  * The repository stands on its own: code comments, test descriptions, scripts,
  * benchmarks and docs cite a section of docs/ (`docs/gateway.md, "Tracing"`) or
  * an RFC, never a document a newcomer does not have (a contract or
- * specification kept outside the repository, or a sibling `../shared` folder).
+ * specification kept outside the repository, or a sibling folder of shared documents).
  */
 const root = process.cwd();
-const self = "test/unit/self-contained.test.ts";
+
+// The names are put together here rather than written out, so that this file, scanned
+// like every other, holds no citation itself.
+const contract = "contract";
+const specification = "specification";
+const upper = (word: string) => word.toUpperCase();
+const sharedFolder = ["..", "shared"].join("/");
 
 /** What cites a document outside the repository. */
 const outsideCitations: RegExp[] = [
-  /CONTRACT\.md/,
-  /SPECIFICATION\.md/,
-  /\bCONTRACT\b/,
-  /\bSPECIFICATION\b/,
-  /\.\.\/shared\b/,
-  /\b[Tt]he contract\b/,
-  /\bcontract's\b/,
+  new RegExp(`${upper(contract)}\\.md`),
+  new RegExp(`${upper(specification)}\\.md`),
+  new RegExp(`\\b${upper(contract)}\\b`),
+  new RegExp(`\\b${upper(specification)}\\b`),
+  new RegExp(`${sharedFolder.replaceAll(".", "\\.")}\\b`),
+  new RegExp(`\\b[Tt]he ${contract}\\b`),
+  new RegExp(`\\b${contract}'s\\b`),
 ];
 
 function outsideCitationIn(line: string): RegExp | undefined {
@@ -48,12 +54,12 @@ function trackedTextFiles(): { path: string; lines: string[] }[] {
 describe("the repository cites only itself and public standards", () => {
   test("the patterns catch the citations they are for, and not ordinary words", () => {
     for (const line of [
-      ' * CONTRACT.md "Gateway (data plane)", routing',
-      "// see SPECIFICATION.md",
-      '/** (CONTRACT: 24 hours) and CONTRACT "Keys that rotate" */',
-      "as ../shared/README says",
-      "the answers the contract gives",
-      "plugins, in the contract's order",
+      ` * ${upper(contract)}.md "Gateway (data plane)", routing`,
+      `// see ${upper(specification)}.md`,
+      `/** (${upper(contract)}: 24 hours) and ${upper(contract)} "Keys that rotate" */`,
+      `as ${sharedFolder}/README says`,
+      `the answers the ${contract} gives`,
+      `plugins, in the ${contract}'s order`,
     ]) {
       expect({ line, caught: outsideCitationIn(line) !== undefined }).toEqual({ line, caught: true });
     }
@@ -67,12 +73,11 @@ describe("the repository cites only itself and public standards", () => {
     }
   });
 
-  test("no tracked file cites CONTRACT.md, SPECIFICATION.md, ../shared or “the contract” (file:line)", () => {
+  test("no tracked file, this one included, cites a document outside the repository (file:line)", () => {
     const files = trackedTextFiles();
     expect(files.length).toBeGreaterThan(100);
     const found: string[] = [];
     for (const { path, lines } of files) {
-      if (path === self) continue;
       lines.forEach((line, index) => {
         if (outsideCitationIn(line)) found.push(`${path}:${index + 1}: ${line.trim().slice(0, 160)}`);
       });
