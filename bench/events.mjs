@@ -25,14 +25,9 @@ import http from "node:http";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
-import { freePort, median, percentile, printTable, root } from "./support.mjs";
+import { freePort, median, option, percentile, printTable, root } from "./support.mjs";
 
 const bin = join(root, "bin/gatehouse.js");
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const i = args.indexOf(`--${name}`);
-  return i === -1 ? fallback : Number(args[i + 1]);
-};
 const rounds = option("rounds", 5);
 const seconds = option("seconds", 4);
 const samples = option("samples", 300);

@@ -29,15 +29,11 @@ import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
 import pg from "pg";
-import { freePort, percentile } from "./support.mjs";
+import { freePort, option, percentile } from "./support.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const bin = join(root, "bin/gatehouse.js");
 const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const i = args.indexOf(`--${name}`);
-  return i === -1 ? fallback : Number(args[i + 1]);
-};
 const seconds = option("seconds", 10);
 const loginsOnly = args.includes("--logins-only");
 const profileDir = args.includes("--profile") ? args[args.indexOf("--profile") + 1] : undefined;

@@ -31,15 +31,11 @@ import { createServer } from "node:http";
 import { availableParallelism, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { median, percentile } from "./support.mjs";
+import { median, option, percentile } from "./support.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const bin = join(root, "bin/gatehouse.js");
 const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const i = args.indexOf(`--${name}`);
-  return i === -1 ? fallback : Number(args[i + 1]);
-};
 const seconds = option("seconds", 10);
 const rotationValues = option("rotation-values", 100_000);
 const rotationBatch = option("rotation-batch-size", 100);

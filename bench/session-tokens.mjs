@@ -16,14 +16,9 @@ import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { median } from "./support.mjs";
+import { median, option } from "./support.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const args = process.argv.slice(2);
-const option = (name, fallback) => {
-  const i = args.indexOf(`--${name}`);
-  return i === -1 ? fallback : Number(args[i + 1]);
-};
 const count = option("tokens", 2000);
 const rounds = option("rounds", 5);
 const inFlight = option("in-flight", 32);

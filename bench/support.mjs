@@ -157,6 +157,13 @@ export async function load({ url, connections, duration = 5, method = "GET", hea
   };
 }
 
+/** A numeric command-line option, `--name <number>`, or `fallback` when it is absent. */
+export function option(name, fallback) {
+  const args = process.argv.slice(2);
+  const i = args.indexOf(`--${name}`);
+  return i === -1 ? fallback : Number(args[i + 1]);
+}
+
 export function median(values) {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
